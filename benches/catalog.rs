@@ -1,0 +1,864 @@
+//! Catalog latency and memory benchmark against the real `marketplace` binary.
+//!
+//! 1. Seeds a temporary data directory with generated plugin definitions (through the
+//!    library: `Definition::parse` + `Store::insert_version`, exactly what the server
+//!    reads).
+//! 2. Starts `marketplace serve --listen 127.0.0.1:0 --data-dir <dir>` as a child process.
+//! 3. Sends sequential keep-alive requests per scenario and reports p50/p90/p99/max.
+//! 4. Reads the server's VmRSS / VmHWM from `/proc/<pid>/status`.
+//! 5. Compares against the targets and exits non-zero when one fails.
+//!
+//! `cargo bench --bench catalog`; `BENCH_PLUGINS` (default 10000) and `BENCH_REQUESTS`
+//! (default 2000, per scenario) make it smaller for a smoke test. See benches/README.md.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use marketplace::definition::Definition;
+use marketplace::store::Store;
+
+/// Every scenario's p99 must be at or below this.
+const TARGET_P99_MS: f64 = 20.0;
+/// The server's resident set after the load must be at or below this (MiB).
+const TARGET_RSS_MIB: f64 = 150.0;
+
+const PUBLISHERS: usize = 20;
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+const LISTEN_PREFIX: &str = "marketplace listening on ";
+
+/// Words descriptions are made of; also the search vocabulary.
+const WORDS: &[&str] = &[
+    "cluster",
+    "workload",
+    "operator",
+    "controller",
+    "certificate",
+    "gateway",
+    "storage",
+    "volume",
+    "backup",
+    "restore",
+    "snapshot",
+    "metrics",
+    "dashboard",
+    "alert",
+    "policy",
+    "secret",
+    "identity",
+    "network",
+    "traffic",
+    "proxy",
+    "database",
+    "replica",
+    "queue",
+    "stream",
+    "cache",
+    "index",
+    "registry",
+    "image",
+    "pipeline",
+    "deployment",
+    "rollout",
+    "scaling",
+    "quota",
+    "tenant",
+    "project",
+    "namespace",
+    "audit",
+    "compliance",
+    "encryption",
+    "rotation",
+    "schedule",
+    "job",
+    "event",
+    "trace",
+    "log",
+    "endpoint",
+    "service",
+    "domain",
+    "record",
+    "bucket",
+    "object",
+    "failover",
+    "upgrade",
+    "health",
+    "probe",
+    "resource",
+    "cost",
+    "report",
+    "webhook",
+    "token",
+];
+const ADJECTIVES: &[&str] = &[
+    "automatic",
+    "secure",
+    "lightweight",
+    "managed",
+    "declarative",
+    "resilient",
+    "scalable",
+    "private",
+    "shared",
+    "incremental",
+    "continuous",
+    "multi-tenant",
+    "encrypted",
+    "fast",
+    "reliable",
+    "simple",
+];
+const VERBS: &[&str] = &[
+    "manages",
+    "monitors",
+    "protects",
+    "replicates",
+    "schedules",
+    "exports",
+    "collects",
+    "provisions",
+    "rotates",
+    "validates",
+    "routes",
+    "archives",
+    "tracks",
+    "renews",
+    "scales",
+];
+/// ~30 tags.
+const TAGS: &[&str] = &[
+    "security",
+    "tls",
+    "networking",
+    "storage",
+    "database",
+    "monitoring",
+    "logging",
+    "metrics",
+    "backup",
+    "dns",
+    "gateway",
+    "ingress",
+    "certificates",
+    "secrets",
+    "policy",
+    "observability",
+    "tracing",
+    "alerting",
+    "messaging",
+    "cache",
+    "search",
+    "ci",
+    "gitops",
+    "autoscaling",
+    "cost",
+    "compliance",
+    "identity",
+    "registry",
+    "serverless",
+    "data",
+];
+const TITLE_WORDS: &[&str] = &[
+    "Cobalt", "Harbor", "Beacon", "Ledger", "Summit", "Relay", "Falcon", "Orbit", "Granite",
+    "Lantern", "Meridian", "Quartz", "Atlas", "Cedar", "Nimbus", "Pulse", "Vertex", "Willow",
+];
+const ICONS: &[&str] = &[
+    "puzzle",
+    "shield",
+    "database",
+    "cloud",
+    "chart-line",
+    "key",
+    "box",
+    "bell",
+];
+const LICENSES: &[&str] = &["Apache-2.0", "MIT", "BSD-3-Clause", "MPL-2.0"];
+
+/// RBAC rules: (apiGroups, resources, verbs) as YAML flow sequences.
+const RBAC_RULES: &[(&str, &str, &str)] = &[
+    (r#"[""]"#, "[configmaps]", "[get, list, watch]"),
+    (
+        r#"[""]"#,
+        "[secrets]",
+        "[get, list, watch, create, update, patch, delete]",
+    ),
+    (r#"[""]"#, "[events]", "[create, patch]"),
+    (r#"[""]"#, "[services, endpoints]", "[get, list, watch]"),
+    (r#"[""]"#, "[pods, pods/log]", "[get, list, watch]"),
+    (
+        "[apps]",
+        "[deployments, statefulsets, daemonsets]",
+        "[get, list, watch, update, patch]",
+    ),
+    (
+        "[batch]",
+        "[jobs, cronjobs]",
+        "[get, list, watch, create, delete]",
+    ),
+    (
+        "[networking.k8s.io]",
+        "[ingresses, networkpolicies]",
+        "[get, list, watch]",
+    ),
+    (
+        "[gateway.networking.k8s.io]",
+        "[gateways, httproutes]",
+        "[get, list, watch]",
+    ),
+    ("[coordination.k8s.io]", "[leases]", "[get, create, update]"),
+    (
+        "[monitoring.coreos.com]",
+        "[servicemonitors, prometheusrules]",
+        r#"["*"]"#,
+    ),
+    (
+        "[storage.k8s.io]",
+        "[storageclasses, volumeattachments]",
+        "[get, list, watch]",
+    ),
+];
+
+fn main() -> ExitCode {
+    let plugins = env_number("BENCH_PLUGINS", 10_000);
+    let requests = env_number("BENCH_REQUESTS", 2_000);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("building the tokio runtime");
+    match runtime.block_on(run(plugins, requests)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            println!("\nRESULT: FAIL (at least one target missed)");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("benchmark error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn env_number(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or_else(|| panic!("{name}={v:?} is not a positive whole number")),
+        _ => default,
+    }
+}
+
+type BoxError = Box<dyn std::error::Error>;
+
+/// Returns whether every target was met. The temporary directory and the server process
+/// are cleaned up when this returns or unwinds (the server guard drops first).
+async fn run(plugins: usize, requests: usize) -> Result<bool, BoxError> {
+    println!("marketplace catalog benchmark: {plugins} plugins, {requests} requests per scenario");
+
+    // --- 1. seed --------------------------------------------------------------------
+    let data_dir = tempfile::Builder::new()
+        .prefix("marketplace-bench-")
+        .tempdir()?;
+    let db_path = data_dir.path().join(marketplace::server::DATABASE_FILE);
+    let seeded = seed(&db_path, plugins).await?;
+    println!(
+        "seeded {} plugins / {} versions in {:.2} s ({:.0} versions/s; YAML generate+parse {:.2} s, inserts {:.2} s); database {:.1} MiB",
+        seeded.plugins,
+        seeded.versions,
+        seeded.total.as_secs_f64(),
+        seeded.versions as f64 / seeded.total.as_secs_f64(),
+        seeded.parse.as_secs_f64(),
+        seeded.insert.as_secs_f64(),
+        db_size(data_dir.path()) as f64 / MIB,
+    );
+
+    // --- 2. start the real server ---------------------------------------------------
+    let started = Instant::now();
+    let server = Server::start(data_dir.path())?;
+    println!(
+        "server pid {} listening on {} (ready in {} ms)",
+        server.pid(),
+        server.base,
+        started.elapsed().as_millis()
+    );
+
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .http1_only()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(1)
+        .timeout(Duration::from_secs(30))
+        .build()?;
+
+    // Sanity check: the server sees the seeded catalog.
+    let listing: serde_json::Value = get_json(
+        &client,
+        &format!("{}/api/v1/plugins?per_page=1", server.base),
+    )
+    .await?;
+    let total = listing["total"]
+        .as_i64()
+        .ok_or("`total` missing from /api/v1/plugins")?;
+    println!("server lists {total} plugins (seeded + built-in)");
+    if total < plugins as i64 {
+        return Err(format!("server lists {total} plugins, expected at least {plugins}").into());
+    }
+    let last_page = ((total + 23) / 24).max(1) as usize;
+
+    // --- 3. scenarios -------------------------------------------------------------
+    let scenarios = scenarios(requests, last_page);
+    let warmup = (requests / 5).clamp(20, 300);
+    let started = Instant::now();
+    for s in &scenarios {
+        for path in s.paths.iter().cycle().skip(requests / 2).take(warmup) {
+            fetch(&client, &server.base, path).await?;
+        }
+    }
+    println!(
+        "warm-up: {} requests per scenario in {:.2} s",
+        warmup,
+        started.elapsed().as_secs_f64()
+    );
+
+    let mut results = Vec::new();
+    for s in &scenarios {
+        let started = Instant::now();
+        let mut times = Vec::with_capacity(s.paths.len());
+        let mut bytes = 0usize;
+        for path in &s.paths {
+            let (elapsed, len) = fetch(&client, &server.base, path).await?;
+            times.push(elapsed);
+            bytes += len;
+        }
+        let r = Stats::new(s.name, times, bytes, started.elapsed());
+        println!(
+            "  {:<28} done: {} requests in {:.2} s, p99 {:.2} ms",
+            r.name,
+            r.count,
+            r.wall.as_secs_f64(),
+            r.p99
+        );
+        results.push(r);
+    }
+
+    // --- 4. memory ------------------------------------------------------------------
+    let mem = read_memory(server.pid())?;
+
+    // Stop the server before the data directory goes away.
+    drop(server);
+    drop(data_dir);
+
+    // --- 5. report ------------------------------------------------------------------
+    Ok(report(&results, &mem))
+}
+
+// ---------------------------------------------------------------------------------
+// Seeding
+// ---------------------------------------------------------------------------------
+
+struct Seeded {
+    plugins: usize,
+    versions: usize,
+    total: Duration,
+    parse: Duration,
+    insert: Duration,
+}
+
+async fn seed(db_path: &Path, plugins: usize) -> Result<Seeded, BoxError> {
+    let started = Instant::now();
+    let store = Store::open(db_path).await?;
+    let mut rng = Rng(0x5eed_cafe_f00d_beef);
+    let now = unix_now();
+
+    // Version sets first, so timestamps can increase with each insert (oldest first).
+    let plans: Vec<Vec<String>> = (1..=plugins).map(|i| version_plan(i, &mut rng)).collect();
+    let inserts: usize = plans.iter().map(Vec::len).sum();
+    let first_ts = now - inserts as i64;
+
+    let (mut parse, mut insert) = (Duration::ZERO, Duration::ZERO);
+    let mut seq = 0i64;
+    for (i, versions) in plans.iter().enumerate() {
+        let i = i + 1;
+        let publisher = format!("pub-{:02}", i % PUBLISHERS);
+        let base = PluginBase::new(i, plugins, &mut rng);
+        for version in versions {
+            let t = Instant::now();
+            let yaml = plugin_yaml(&base, version, &mut rng);
+            let def = Definition::parse(yaml.as_bytes()).map_err(|e| {
+                format!(
+                    "generated definition for {} {version} is invalid: {e}\n{yaml}",
+                    base.name
+                )
+            })?;
+            parse += t.elapsed();
+
+            let t = Instant::now();
+            store
+                .insert_version(&publisher, &def, first_ts + seq)
+                .await?;
+            insert += t.elapsed();
+            seq += 1;
+        }
+    }
+    store.close().await;
+    Ok(Seeded {
+        plugins,
+        versions: inserts,
+        total: started.elapsed(),
+        parse,
+        insert,
+    })
+}
+
+/// ~10% of plugins get 2-3 versions (oldest first), the rest one.
+fn version_plan(i: usize, rng: &mut Rng) -> Vec<String> {
+    match i % 20 {
+        0 => vec!["v1.0.0".into(), "v1.1.0".into(), "v2.0.0".into()],
+        10 => vec!["v0.9.0".into(), format!("v1.0.{}", rng.below(5))],
+        _ => vec![format!(
+            "v{}.{}.{}",
+            rng.below(4),
+            rng.below(20),
+            rng.below(10)
+        )],
+    }
+}
+
+/// What stays the same across a plugin's versions.
+struct PluginBase {
+    name: String,
+    display_name: String,
+    publisher: String,
+    tags: Vec<&'static str>,
+    internet: bool,
+    kube_system: bool,
+    privileged: bool,
+    rules: Vec<usize>,
+    suggested: Option<String>,
+    has_crd: bool,
+    icon: &'static str,
+    license: &'static str,
+}
+
+impl PluginBase {
+    fn new(i: usize, total: usize, rng: &mut Rng) -> PluginBase {
+        let name = format!("plugin-{i:05}");
+        let tag_count = 1 + rng.below(4);
+        let rule_count = 2 + rng.below(3);
+        let suggested = (rng.below(5) == 0 && total > 1).then(|| {
+            let other = 1 + (i + 1 + rng.below(total - 1)) % total;
+            format!("plugin-{other:05}")
+        });
+        PluginBase {
+            display_name: format!("{} {} {i:05}", rng.pick(TITLE_WORDS), rng.pick(TITLE_WORDS)),
+            publisher: format!("pub-{:02}", i % PUBLISHERS),
+            tags: rng.distinct(TAGS, tag_count),
+            internet: rng.below(10) < 4,
+            kube_system: rng.below(10) == 0,
+            privileged: rng.below(20) == 0,
+            rules: rng.distinct_indices(RBAC_RULES.len(), rule_count),
+            suggested: suggested.filter(|s| *s != name),
+            has_crd: rng.below(3) == 0,
+            icon: rng.pick(ICONS),
+            license: rng.pick(LICENSES),
+            name,
+        }
+    }
+}
+
+/// A complete, valid definition in the style of catalog/cert-manager.yaml.
+fn plugin_yaml(p: &PluginBase, version: &str, rng: &mut Rng) -> String {
+    let mut y = String::with_capacity(2048);
+    let name = &p.name;
+    let _ = writeln!(y, "# Generated benchmark plugin {name} {version}.");
+    y.push_str("apiVersion: fundament.io/v1\nkind: PluginDefinition\nmetadata:\n");
+    let _ = writeln!(y, "  name: {name}");
+    let _ = writeln!(y, "  displayName: {}", p.display_name);
+    let _ = writeln!(y, "  version: {version}");
+    y.push_str("  description: >-\n");
+    for _ in 0..2 + rng.below(3) {
+        let _ = writeln!(y, "    {}", sentence(rng));
+    }
+    let _ = writeln!(y, "  author: Publisher {}", &p.publisher[4..]);
+    let _ = writeln!(y, "  license: {}", p.license);
+    let _ = writeln!(y, "  icon: {}", p.icon);
+    y.push_str("  urls:\n");
+    let _ = writeln!(
+        y,
+        "    homepage: https://{}.example.com/plugins/{name}",
+        p.publisher
+    );
+    let _ = writeln!(
+        y,
+        "    repository: https://github.com/{}/{name}",
+        p.publisher
+    );
+    let _ = writeln!(y, "  tags: [{}]", p.tags.join(", "));
+
+    y.push_str("spec:\n  permissions:\n");
+    if p.internet {
+        y.push_str("    capabilities: [internet_access]\n");
+    }
+    y.push_str("    rbac:\n");
+    for &r in &p.rules {
+        let (groups, resources, verbs) = RBAC_RULES[r];
+        let _ = writeln!(y, "      - apiGroups: {groups}");
+        let _ = writeln!(y, "        resources: {resources}");
+        let _ = writeln!(y, "        verbs: {verbs}");
+    }
+    y.push_str("  requirements:\n");
+    let _ = writeln!(y, "    internetAccess: {}", p.internet);
+    let _ = writeln!(y, "    kubeSystemDeployment: {}", p.kube_system);
+    let _ = writeln!(y, "    privileged: {}", p.privileged);
+    if let Some(s) = &p.suggested {
+        let _ = writeln!(y, "  suggestedPlugins: [{s}]");
+    }
+    if p.has_crd {
+        let crd = format!("widgets.{name}.bench.io");
+        y.push_str("  menu:\n    project:\n");
+        let _ = writeln!(y, "      - crd: {crd}");
+        y.push_str("        list: true\n        detail: true\n        edit: true\n        label: Widgets\n");
+        let _ = writeln!(y, "  crds:\n    - {crd}");
+    }
+    let _ = writeln!(y, "  image: ghcr.io/bench/{name}@sha256:{}", rng.hex64());
+    y.push_str("  imagePullPolicy: IfNotPresent\n");
+    y
+}
+
+fn sentence(rng: &mut Rng) -> String {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "The {} {} {} {} {}",
+        rng.pick(ADJECTIVES),
+        rng.pick(WORDS),
+        rng.pick(VERBS),
+        rng.pick(WORDS),
+        rng.pick(WORDS)
+    );
+    for _ in 0..rng.below(4) {
+        let _ = write!(s, " for every {} {}", rng.pick(WORDS), rng.pick(WORDS));
+    }
+    s.push('.');
+    let mut c = s.chars();
+    let first = c.next().map(|f| f.to_ascii_uppercase()).unwrap_or('T');
+    std::iter::once(first).chain(c).collect()
+}
+
+fn db_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// SplitMix64: deterministic, dependency-free.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())]
+    }
+
+    fn distinct_indices(&mut self, len: usize, count: usize) -> Vec<usize> {
+        let mut out = Vec::with_capacity(count);
+        while out.len() < count.min(len) {
+            let i = self.below(len);
+            if !out.contains(&i) {
+                out.push(i);
+            }
+        }
+        out
+    }
+
+    fn distinct<T: Copy>(&mut self, items: &[T], count: usize) -> Vec<T> {
+        self.distinct_indices(items.len(), count)
+            .into_iter()
+            .map(|i| items[i])
+            .collect()
+    }
+
+    fn hex64(&mut self) -> String {
+        (0..4).map(|_| format!("{:016x}", self.next())).collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Server process
+// ---------------------------------------------------------------------------------
+
+/// The running `marketplace serve` child; killed when dropped, including on panic.
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    fn start(data_dir: &Path) -> Result<Server, BoxError> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_marketplace"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .env("MARKETPLACE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or("child stdout was not captured")?;
+        // Guard from here on: any early return kills the child.
+        let mut server = Server {
+            child,
+            base: String::new(),
+        };
+
+        // Read the address line on a thread so a silent server cannot hang the bench;
+        // the thread keeps draining stdout afterwards.
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let _ = tx.send(lines.next());
+            for _ in lines {}
+        });
+        let line = match rx.recv_timeout(STARTUP_TIMEOUT) {
+            Ok(Some(Ok(line))) => line,
+            Ok(Some(Err(e))) => return Err(format!("reading the server's stdout: {e}").into()),
+            Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = server.child.wait()?;
+                return Err(format!("server exited before printing its address ({status})").into());
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                return Err(format!("server printed no address within {STARTUP_TIMEOUT:?}").into());
+            }
+        };
+        let base = line
+            .trim()
+            .strip_prefix(LISTEN_PREFIX)
+            .ok_or_else(|| format!("unexpected first line from the server: {line:?}"))?;
+        server.base = base.trim_end_matches('/').to_owned();
+        Ok(server)
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Load
+// ---------------------------------------------------------------------------------
+
+struct Scenario {
+    name: &'static str,
+    paths: Vec<String>,
+}
+
+/// Request paths are generated up front so formatting is not timed.
+fn scenarios(requests: usize, last_page: usize) -> Vec<Scenario> {
+    let vocab: Vec<&str> = WORDS.iter().chain(TAGS).copied().collect();
+    let word = |i: usize| vocab[(i * 7) % vocab.len()];
+    let tag = |i: usize| TAGS[(i * 11) % TAGS.len()];
+    let make = |name, f: &dyn Fn(usize) -> String| Scenario {
+        name,
+        paths: (0..requests).map(f).collect(),
+    };
+    vec![
+        make("page /?q=word", &|i| format!("/?q={}", word(i))),
+        make("page /?q=word+filters", &|i| {
+            format!(
+                "/?q={}&tag={}&no_internet=on&sort=updated&page=2",
+                word(i),
+                tag(i)
+            )
+        }),
+        make("api ?q=word&per_page=24", &|i| {
+            format!("/api/v1/plugins?q={}&per_page=24", word(i))
+        }),
+        make("api ?page=n", &|i| {
+            // Spread over the whole range, deep pages included.
+            let n = 1 + (i * 37) % last_page;
+            format!("/api/v1/plugins?page={n}")
+        }),
+        make("page / (unfiltered)", &|_| "/".to_owned()),
+    ]
+}
+
+/// One request: wall time from send to the last body byte; the status must be 200.
+async fn fetch(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+) -> Result<(Duration, usize), BoxError> {
+    let url = format!("{base}{path}");
+    let started = Instant::now();
+    let response = client.get(&url).send().await?;
+    let status = response.status();
+    let body = response.bytes().await?;
+    let elapsed = started.elapsed();
+    if status != reqwest::StatusCode::OK {
+        let text = String::from_utf8_lossy(&body[..body.len().min(500)]).into_owned();
+        return Err(format!("GET {path}: expected 200, got {status}: {text}").into());
+    }
+    Ok((elapsed, body.len()))
+}
+
+async fn get_json(client: &reqwest::Client, url: &str) -> Result<serde_json::Value, BoxError> {
+    let response = client.get(url).send().await?;
+    let status = response.status();
+    if status != reqwest::StatusCode::OK {
+        return Err(format!("GET {url}: expected 200, got {status}").into());
+    }
+    Ok(response.json().await?)
+}
+
+struct Stats {
+    name: &'static str,
+    count: usize,
+    mean: f64,
+    p50: f64,
+    p90: f64,
+    p99: f64,
+    max: f64,
+    avg_kib: f64,
+    wall: Duration,
+}
+
+impl Stats {
+    fn new(name: &'static str, mut times: Vec<Duration>, bytes: usize, wall: Duration) -> Stats {
+        times.sort_unstable();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let count = times.len();
+        // Nearest-rank percentile.
+        let pct = |p: f64| ms(times[((p * count as f64).ceil() as usize).clamp(1, count) - 1]);
+        Stats {
+            name,
+            count,
+            mean: times.iter().map(|d| ms(*d)).sum::<f64>() / count as f64,
+            p50: pct(0.50),
+            p90: pct(0.90),
+            p99: pct(0.99),
+            max: ms(times[count - 1]),
+            avg_kib: bytes as f64 / count as f64 / 1024.0,
+            wall,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Memory and report
+// ---------------------------------------------------------------------------------
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+struct Memory {
+    rss_mib: f64,
+    hwm_mib: f64,
+}
+
+/// VmRSS (now) and VmHWM (peak) of the server, from /proc.
+fn read_memory(pid: u32) -> Result<Memory, BoxError> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |key: &str| -> Result<f64, BoxError> {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .ok_or_else(|| format!("{key} missing from /proc/{pid}/status"))?;
+        let kib: f64 = line[key.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .map_err(|e| format!("parsing {line:?}: {e}"))?;
+        Ok(kib * 1024.0 / MIB)
+    };
+    Ok(Memory {
+        rss_mib: field("VmRSS:")?,
+        hwm_mib: field("VmHWM:")?,
+    })
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "FAIL" }
+}
+
+fn report(results: &[Stats], mem: &Memory) -> bool {
+    let mut all_ok = true;
+    println!();
+    println!(
+        "{:<28} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}  {}",
+        "scenario",
+        "count",
+        "mean ms",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "max ms",
+        "req/s",
+        "body KiB",
+        "p99 target"
+    );
+    println!("{}", "-".repeat(120));
+    for r in results {
+        let ok = r.p99 <= TARGET_P99_MS;
+        all_ok &= ok;
+        println!(
+            "{:<28} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.0} {:>9.1}  <= {TARGET_P99_MS} ms  {}",
+            r.name,
+            r.count,
+            r.mean,
+            r.p50,
+            r.p90,
+            r.p99,
+            r.max,
+            r.count as f64 / r.wall.as_secs_f64(),
+            r.avg_kib,
+            verdict(ok)
+        );
+    }
+    println!("{}", "-".repeat(120));
+    let rss_ok = mem.rss_mib <= TARGET_RSS_MIB;
+    all_ok &= rss_ok;
+    println!(
+        "server memory after load: VmRSS {:.1} MiB (target <= {TARGET_RSS_MIB} MiB: {}), VmHWM (peak) {:.1} MiB",
+        mem.rss_mib,
+        verdict(rss_ok),
+        mem.hwm_mib
+    );
+    if all_ok {
+        println!("\nRESULT: PASS (all targets met)");
+    }
+    all_ok
+}

@@ -1,0 +1,116 @@
+//! JSON read API under `/api/v1`.
+
+use axum::Json;
+use axum::extract::{Path, RawQuery, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Serialize;
+
+use super::{CatalogError, VersionInfo, parse_params, plugin_detail};
+use crate::AppState;
+use crate::http::HttpError;
+use crate::store::PluginSummary;
+
+pub fn router() -> axum::Router<AppState> {
+    axum::Router::new()
+        .route("/api/v1/plugins", get(list))
+        .route("/api/v1/plugins/{publisher}/{name}", get(detail))
+        .route("/api/v1/plugins/{publisher}/{name}/versions", get(versions))
+        .route(
+            "/api/v1/plugins/{publisher}/{name}/versions/{version}/definition",
+            get(raw_definition),
+        )
+}
+
+#[derive(Serialize)]
+struct ListResponse {
+    items: Vec<PluginSummary>,
+    total: i64,
+    page: u32,
+    per_page: u32,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<ListResponse>, HttpError> {
+    let query = parse_params(raw.as_deref())?.to_query()?;
+    let page = state.store.list_plugins(&query).await?;
+    Ok(Json(ListResponse {
+        items: page.items,
+        total: page.total,
+        page: query.page,
+        per_page: query.per_page,
+    }))
+}
+
+async fn detail(
+    State(state): State<AppState>,
+    Path((publisher, name)): Path<(String, String)>,
+) -> Result<Json<super::PluginDetail>, HttpError> {
+    Ok(Json(plugin_detail(&state.store, &publisher, &name).await?))
+}
+
+#[derive(Serialize)]
+struct VersionsResponse {
+    items: Vec<VersionInfo>,
+}
+
+async fn versions(
+    State(state): State<AppState>,
+    Path((publisher, name)): Path<(String, String)>,
+) -> Result<Json<VersionsResponse>, HttpError> {
+    let plugin = state
+        .store
+        .plugin(&publisher, &name)
+        .await?
+        .ok_or_else(|| CatalogError::NotFound(format!("plugin {publisher}/{name}")))?;
+    let items = state
+        .store
+        .versions(plugin.id)
+        .await?
+        .iter()
+        .map(VersionInfo::from)
+        .collect();
+    Ok(Json(VersionsResponse { items }))
+}
+
+/// The exact published bytes; the definition hash doubles as a strong ETag.
+pub(crate) async fn raw_definition(
+    State(state): State<AppState>,
+    Path((publisher, name, version)): Path<(String, String, String)>,
+) -> Result<Response, HttpError> {
+    let missing =
+        || CatalogError::NotFound(format!("version {version} of plugin {publisher}/{name}"));
+    let plugin = state
+        .store
+        .plugin(&publisher, &name)
+        .await?
+        .ok_or_else(missing)?;
+    let (record, def) = state
+        .store
+        .definition(plugin.id, &version)
+        .await?
+        .ok_or_else(missing)?;
+    let filename = format!("{}-{}.yaml", def.name(), record.version);
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                "application/yaml; charset=utf-8".to_owned(),
+            ),
+            (header::ETAG, format!("\"{}\"", record.hash)),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("inline; filename=\"{filename}\""),
+            ),
+            (
+                header::CACHE_CONTROL,
+                "public, max-age=31536000, immutable".to_owned(),
+            ),
+        ],
+        def.bytes,
+    )
+        .into_response())
+}

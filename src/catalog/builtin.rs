@@ -1,0 +1,86 @@
+//! The built-in definitions: the `catalog/` folder, embedded into the binary at build
+//! time and loaded under the `fundament` publisher.
+
+use rust_embed::RustEmbed;
+
+use crate::definition::{Definition, InvalidDefinition};
+use crate::store::{Inserted, Store, StoreError};
+
+pub const BUILTIN_PUBLISHER: &str = "fundament";
+
+#[derive(RustEmbed)]
+#[folder = "catalog/"]
+struct Embedded;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuiltinError {
+    #[error("built-in definition {file} is invalid: {source}")]
+    Invalid {
+        file: String,
+        #[source]
+        source: InvalidDefinition,
+    },
+    #[error("built-in definition {file} is named `{name}`; the file must be named {name}.yaml")]
+    Misnamed { file: String, name: String },
+}
+
+/// Every embedded definition, parsed and checked; file names must match plugin names so
+/// the folder cannot hold two files for one plugin.
+pub fn definitions() -> Result<Vec<Definition>, BuiltinError> {
+    let mut files: Vec<_> = Embedded::iter()
+        .filter(|f| f.ends_with(".yaml") || f.ends_with(".yml"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|file| {
+            let data = Embedded::get(&file).expect("listed file is embedded").data;
+            let def = Definition::parse(&data).map_err(|source| BuiltinError::Invalid {
+                file: file.to_string(),
+                source,
+            })?;
+            let stem = file.trim_end_matches(".yaml").trim_end_matches(".yml");
+            if stem.rsplit('/').next() != Some(def.name()) {
+                return Err(BuiltinError::Misnamed {
+                    file: file.to_string(),
+                    name: def.name().to_owned(),
+                });
+            }
+            Ok(def)
+        })
+        .collect()
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LoadReport {
+    pub added: usize,
+    pub unchanged: usize,
+    /// Built-ins whose version is already stored with other bytes; the stored bytes win
+    /// because published versions are immutable.
+    pub conflicting: usize,
+}
+
+/// Loads the built-ins into the store; running it again changes nothing.
+pub async fn load(store: &Store, now: i64) -> Result<LoadReport, LoadError> {
+    let mut report = LoadReport::default();
+    for def in definitions()? {
+        match store.insert_version(BUILTIN_PUBLISHER, &def, now).await {
+            Ok(Inserted::New) => report.added += 1,
+            Ok(Inserted::Unchanged) => report.unchanged += 1,
+            Err(e @ StoreError::VersionExists { .. }) => {
+                tracing::warn!(error = %e, "built-in definition differs from the stored one; keeping the stored version");
+                report.conflicting += 1;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(report)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Builtin(#[from] BuiltinError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

@@ -1,0 +1,46 @@
+//! The `marketplace` command line. Each subcommand is a thin layer over the library;
+//! this is the only place (with background tasks) that uses `anyhow`.
+
+mod serve;
+mod validate;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "marketplace",
+    version,
+    about = "Fundament plugin marketplace: catalog server and definition tools"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the catalog web pages, JSON API and health endpoints.
+    Serve(serve::ServeArgs),
+    /// Check plugin definition files (or folders of them) and report every problem.
+    Validate(validate::ValidateArgs),
+}
+
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => report(serve::run(args)),
+        Command::Validate(args) => validate::run(args),
+    }
+}
+
+fn report(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

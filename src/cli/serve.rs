@@ -1,0 +1,87 @@
+//! `marketplace serve`
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::catalog::builtin;
+use crate::server;
+use crate::store::Store;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, env = "MARKETPLACE_LISTEN", default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Directory for the database and blobs; created on first start.
+    #[arg(long, env = "MARKETPLACE_DATA_DIR", default_value = "./data")]
+    data_dir: PathBuf,
+    /// Log format: `text` for people, `json` for log collectors.
+    #[arg(long, env = "MARKETPLACE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    init_tracing(&args.log_format);
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let db = server::prepare_data_dir(&args.data_dir)
+        .with_context(|| format!("preparing data directory {}", args.data_dir.display()))?;
+    let store = Store::open(&db)
+        .await
+        .with_context(|| format!("opening database {}", db.display()))?;
+    let report = builtin::load(&store, now())
+        .await
+        .context("loading the built-in catalog")?;
+    tracing::info!(
+        added = report.added,
+        unchanged = report.unchanged,
+        conflicting = report.conflicting,
+        "built-in catalog loaded"
+    );
+
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("listening on {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    // One line on stdout, so scripts and tests started with port 0 learn the address.
+    println!("marketplace listening on http://{addr}");
+    tracing::info!(%addr, data_dir = %args.data_dir.display(), "serving");
+    server::serve(
+        listener,
+        crate::app(crate::AppState {
+            store: store.clone(),
+        }),
+    )
+    .await
+    .context("serving HTTP")?;
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn init_tracing(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MARKETPLACE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+pub fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}

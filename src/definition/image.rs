@@ -1,0 +1,137 @@
+//! Container image references pinned by digest: `repository@sha256:<64 lowercase hex>`.
+
+use std::fmt;
+
+use serde::Serialize;
+
+/// A runtime image reference that is always pinned by digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImageRef {
+    /// `registry.example/path/name`, without tag or digest.
+    pub repository: String,
+    /// `sha256:<hex>`.
+    pub digest: String,
+}
+
+impl fmt::Display for ImageRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.repository, self.digest)
+    }
+}
+
+impl ImageRef {
+    /// Parses `repo@sha256:<hex>`; the error says what to change.
+    pub fn parse(s: &str) -> Result<ImageRef, String> {
+        if s.len() > 512 {
+            return Err("image reference is longer than 512 characters".into());
+        }
+        let Some((repository, digest)) = s.split_once('@') else {
+            return Err(format!(
+                "image `{s}` is not pinned by digest; write it as repository@sha256:<64 hex digits>"
+            ));
+        };
+        let Some(hex) = digest.strip_prefix("sha256:") else {
+            return Err(format!(
+                "digest `{digest}` must use sha256 (`sha256:<64 hex digits>`)"
+            ));
+        };
+        if hex.len() != 64
+            || !hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err(format!(
+                "digest `{digest}` must be `sha256:` followed by exactly 64 lowercase hex digits"
+            ));
+        }
+        validate_repository(repository)?;
+        Ok(ImageRef {
+            repository: repository.to_owned(),
+            digest: digest.to_owned(),
+        })
+    }
+}
+
+/// OCI distribution's repository grammar, plus an optional registry host[:port].
+fn validate_repository(repo: &str) -> Result<(), String> {
+    if repo.is_empty() {
+        return Err("image repository is empty".into());
+    }
+    let mut parts: Vec<&str> = repo.split('/').collect();
+    let last = parts.last().copied().unwrap_or_default();
+    if last.contains(':') {
+        return Err(format!(
+            "image `{repo}` carries a tag next to the digest; drop the tag, the digest alone pins the image"
+        ));
+    }
+    // A first component with a dot or port, or "localhost", names a registry host.
+    if parts.len() > 1 && (parts[0].contains(['.', ':']) || parts[0] == "localhost") {
+        let host = parts.remove(0);
+        let (name, port) = host.split_once(':').unwrap_or((host, ""));
+        let host_ok = !name.is_empty()
+            && name.split('.').all(|l| {
+                !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            });
+        let port_ok = port.is_empty() || port.parse::<u16>().is_ok();
+        if !host_ok || !port_ok {
+            return Err(format!(
+                "image registry host `{host}` is not a valid host[:port]"
+            ));
+        }
+    }
+    for part in parts {
+        if !is_path_component(part) {
+            return Err(format!(
+                "image path component `{part}` must be lowercase letters and digits, separated by `.`, `_`, `__` or `-`"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn is_path_component(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.is_empty() || !b[0].is_ascii_alphanumeric() || !b[b.len() - 1].is_ascii_alphanumeric() {
+        return false;
+    }
+    b.iter()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'_' | b'-'))
+        && !s.contains("..")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn accepts_pinned_references() {
+        for repo in [
+            "ghcr.io/org/plugin",
+            "localhost:5000/a",
+            "library/nginx",
+            "nginx",
+            "reg.io/a/b_c/d-e.f",
+        ] {
+            let r = ImageRef::parse(&format!("{repo}@{D}")).unwrap();
+            assert_eq!(r.repository, repo);
+            assert_eq!(r.digest, D);
+        }
+    }
+
+    #[test]
+    fn refuses_unpinned_or_malformed() {
+        for (input, needle) in [
+            ("ghcr.io/org/plugin:v1", "not pinned"),
+            (&format!("ghcr.io/org/plugin:v1@{D}") as &str, "tag"),
+            ("ghcr.io/org/plugin@sha256:ABC", "64 lowercase"),
+            ("ghcr.io/org/plugin@md5:0123", "sha256"),
+            (&format!("ghcr.io/Org/plugin@{D}"), "path component"),
+            (&format!("@{D}"), "empty"),
+        ] {
+            let err = ImageRef::parse(input).unwrap_err();
+            assert!(err.contains(needle), "{input}: {err}");
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! Fundament plugin marketplace.
+//!
+//! Layering: `cli` and `server` call the domain modules (`catalog`, `web`, `ops`);
+//! those call `store` and `definition`; `store` calls only `definition`. Nothing below
+//! the HTTP layer knows about requests or responses.
+
+pub mod catalog;
+pub mod cli;
+pub mod definition;
+pub mod http;
+pub mod ops;
+pub mod server;
+pub mod store;
+pub mod web;
+
+use axum::Router;
+
+/// State shared by every handler.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: store::Store,
+}
+
+/// The whole HTTP application; tests drive it directly with `oneshot`.
+pub fn app(state: AppState) -> Router {
+    let routes = Router::new()
+        .merge(web::router())
+        .merge(catalog::api::router())
+        .merge(ops::router())
+        .fallback(web::not_found);
+    server::with_layers(routes).with_state(state)
+}

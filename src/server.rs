@@ -1,0 +1,130 @@
+//! Running the HTTP server: data directory, request limits, per-request tracing and
+//! graceful shutdown.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use axum::extract::{MatchedPath, Request};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+use tracing::Span;
+
+use crate::http::HttpError;
+
+/// The largest request body accepted anywhere: a definition plus envelope.
+pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+/// Total size of all request headers.
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub const DATABASE_FILE: &str = "marketplace.db";
+
+/// Creates the data directory (owner-only where supported) and returns the database path.
+pub fn prepare_data_dir(dir: &Path) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mut perms = std::fs::metadata(dir)?.permissions();
+        if perms.mode() & 0o077 != 0 {
+            perms.set_mode(0o700);
+            std::fs::set_permissions(dir, perms)?;
+        }
+    }
+    Ok(dir.join(DATABASE_FILE))
+}
+
+/// Middleware applied to every route. The last layer added runs first: tracing sees
+/// every request, including those the limits refuse.
+pub fn with_layers<S: Clone + Send + Sync + 'static>(router: axum::Router<S>) -> axum::Router<S> {
+    router
+        .layer(middleware::from_fn(limit_headers))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            REQUEST_TIMEOUT,
+        ))
+        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(make_span)
+                .on_request(())
+                .on_response(on_response)
+                .on_failure(()),
+        )
+}
+
+fn make_span<B>(req: &axum::http::Request<B>) -> Span {
+    // The matched route, not the raw path: bounded cardinality, no user input in logs.
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str);
+    tracing::info_span!("request", method = %req.method(), route, status = tracing::field::Empty, latency_ms = tracing::field::Empty)
+}
+
+fn on_response<B>(res: &axum::http::Response<B>, latency: Duration, span: &Span) {
+    span.record("status", res.status().as_u16());
+    span.record("latency_ms", latency.as_secs_f64() * 1000.0);
+    tracing::info!("response");
+}
+
+async fn limit_headers(req: Request, next: Next) -> Response {
+    let size: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum::<usize>()
+        + req.uri().to_string().len();
+    if size > MAX_HEADER_BYTES {
+        return HttpError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "headers_too_large",
+            format!("request line and headers exceed {MAX_HEADER_BYTES} bytes"),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// Serves until SIGINT or SIGTERM, then stops accepting and lets in-flight requests end.
+pub async fn serve(listener: tokio::net::TcpListener, app: axum::Router) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown_signal())
+    .await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutdown signal received; finishing in-flight requests");
+}

@@ -1,0 +1,163 @@
+//! Catalog listing: search, filters, sort and paging in one SQL statement.
+
+use serde::Serialize;
+use sqlx::{QueryBuilder, Row, Sqlite};
+
+use super::{Store, StoreError};
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sort {
+    /// Name match first when searching, then by name.
+    #[default]
+    Relevance,
+    Name,
+    Updated,
+}
+
+/// A validated catalog query; [`crate::catalog`] builds it from request parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginQuery {
+    /// Lowercased search terms; a plugin matches when it contains every term.
+    pub terms: Vec<String>,
+    pub tag: Option<String>,
+    pub publisher: Option<String>,
+    pub no_internet: bool,
+    pub not_privileged: bool,
+    pub no_kube_system: bool,
+    pub sort: Sort,
+    /// 1-based.
+    pub page: u32,
+    pub per_page: u32,
+}
+
+impl Default for PluginQuery {
+    fn default() -> Self {
+        PluginQuery {
+            terms: Vec::new(),
+            tag: None,
+            publisher: None,
+            no_internet: false,
+            not_privileged: false,
+            no_kube_system: false,
+            sort: Sort::Relevance,
+            page: 1,
+            per_page: 24,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginSummary {
+    pub publisher: String,
+    pub name: String,
+    pub display_name: String,
+    pub description: String,
+    pub latest_version: String,
+    pub tags: Vec<String>,
+    pub internet_access: bool,
+    pub privileged: bool,
+    pub kube_system_deployment: bool,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub total: i64,
+}
+
+impl Store {
+    pub async fn list_plugins(&self, q: &PluginQuery) -> Result<Page<PluginSummary>, StoreError> {
+        let mut count = QueryBuilder::<Sqlite>::new(
+            "SELECT COUNT(*) FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id",
+        );
+        push_filters(&mut count, q);
+        let total: i64 = count.build_query_scalar().fetch_one(self.pool()).await?;
+
+        let mut select = QueryBuilder::<Sqlite>::new(
+            "SELECT pub.name AS publisher, p.name, p.display_name, p.description, p.latest_version, p.tags,
+                    p.internet_access, p.privileged, p.kube_system, p.updated_at
+             FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id",
+        );
+        push_filters(&mut select, q);
+        select.push(" ORDER BY ");
+        match q.sort {
+            Sort::Updated => {
+                select.push("p.updated_at DESC, ");
+            }
+            Sort::Relevance if !q.terms.is_empty() => {
+                let joined = q.terms.join("-");
+                select
+                    .push("(p.name = ")
+                    .push_bind(joined.clone())
+                    .push(") DESC, ");
+                select
+                    .push("(p.name LIKE ")
+                    .push_bind(format!("{}%", escape_like(&joined)))
+                    .push(" ESCAPE '\\') DESC, ");
+            }
+            Sort::Relevance | Sort::Name => {}
+        }
+        select
+            .push("p.name, pub.name LIMIT ")
+            .push_bind(i64::from(q.per_page));
+        select
+            .push(" OFFSET ")
+            .push_bind(i64::from(q.page.saturating_sub(1)) * i64::from(q.per_page));
+        let rows = select.build().fetch_all(self.pool()).await?;
+        let items = rows
+            .into_iter()
+            .map(|r| PluginSummary {
+                publisher: r.get("publisher"),
+                name: r.get("name"),
+                display_name: r.get("display_name"),
+                description: r.get("description"),
+                latest_version: r.get("latest_version"),
+                tags: r
+                    .get::<String, _>("tags")
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect(),
+                internet_access: r.get("internet_access"),
+                privileged: r.get("privileged"),
+                kube_system_deployment: r.get("kube_system"),
+                updated_at: r.get("updated_at"),
+            })
+            .collect();
+        Ok(Page { items, total })
+    }
+}
+
+fn push_filters(qb: &mut QueryBuilder<Sqlite>, q: &PluginQuery) {
+    qb.push(" WHERE p.latest_version IS NOT NULL");
+    for term in &q.terms {
+        qb.push(" AND p.search_text LIKE ")
+            .push_bind(format!("%{}%", escape_like(term)))
+            .push(" ESCAPE '\\'");
+    }
+    if let Some(tag) = &q.tag {
+        qb.push(" AND EXISTS (SELECT 1 FROM plugin_tags t WHERE t.plugin_id = p.id AND t.tag = ")
+            .push_bind(tag.clone())
+            .push(")");
+    }
+    if let Some(publisher) = &q.publisher {
+        qb.push(" AND pub.name = ").push_bind(publisher.clone());
+    }
+    if q.no_internet {
+        qb.push(" AND p.internet_access = FALSE");
+    }
+    if q.not_privileged {
+        qb.push(" AND p.privileged = FALSE");
+    }
+    if q.no_kube_system {
+        qb.push(" AND p.kube_system = FALSE");
+    }
+}
+
+/// Search terms are literal text: `%` and `_` must not act as wildcards.
+fn escape_like(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_")
+}

@@ -1,0 +1,433 @@
+//! View models: everything a template shows, already formatted, so templates hold no
+//! logic beyond loops and conditions.
+
+use askama::Template;
+use askama_web::WebTemplate;
+
+use crate::catalog::rbac::AccessLevel;
+use crate::catalog::{CatalogParams, Link, PluginDetail};
+use crate::definition::MenuEntry;
+use crate::store::{Page, PluginQuery, PluginSummary, Sort};
+
+pub struct Badge {
+    pub label: &'static str,
+    /// CSS modifier: `warn` for things an admin must approve, `danger` for rooted-only.
+    pub class: &'static str,
+}
+
+fn requirement_badges(internet: bool, privileged: bool, kube_system: bool) -> Vec<Badge> {
+    let mut badges = Vec::new();
+    if internet {
+        badges.push(Badge {
+            label: "Internet access",
+            class: "warn",
+        });
+    }
+    if privileged {
+        badges.push(Badge {
+            label: "Privileged",
+            class: "danger",
+        });
+    }
+    if kube_system {
+        badges.push(Badge {
+            label: "kube-system",
+            class: "danger",
+        });
+    }
+    badges
+}
+
+pub fn date(ts: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(ts)
+        .ok()
+        .and_then(|t| {
+            t.format(time::macros::format_description!("[year]-[month]-[day]"))
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+pub fn plugin_url(publisher: &str, name: &str) -> String {
+    format!("/plugins/{publisher}/{name}")
+}
+
+pub struct Card {
+    pub url: String,
+    pub display_name: String,
+    pub name: String,
+    pub publisher: String,
+    pub description: String,
+    pub version: String,
+    pub tags: Vec<String>,
+    pub badges: Vec<Badge>,
+    pub updated: String,
+}
+
+impl From<PluginSummary> for Card {
+    fn from(p: PluginSummary) -> Self {
+        Card {
+            url: plugin_url(&p.publisher, &p.name),
+            badges: requirement_badges(p.internet_access, p.privileged, p.kube_system_deployment),
+            updated: date(p.updated_at),
+            description: first_sentences(&p.description, 240),
+            display_name: p.display_name,
+            name: p.name,
+            publisher: p.publisher,
+            version: p.latest_version,
+            tags: p.tags,
+        }
+    }
+}
+
+/// Cards show the start of a description, cut at a word boundary.
+fn first_sentences(text: &str, max: usize) -> String {
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.chars().count() <= max {
+        return text;
+    }
+    let cut: String = text.chars().take(max).collect();
+    let cut = cut.rsplit_once(' ').map_or(cut.as_str(), |(a, _)| a);
+    format!("{cut}…")
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "catalog.html")]
+pub struct CatalogPage {
+    pub q: String,
+    pub tag: String,
+    pub publisher: String,
+    pub no_internet: bool,
+    pub not_privileged: bool,
+    pub no_kube_system: bool,
+    pub sort: &'static str,
+    pub sorts: [(&'static str, &'static str); 3],
+    pub cards: Vec<Card>,
+    pub total: i64,
+    pub page: u32,
+    pub pages: u32,
+    pub prev_url: Option<String>,
+    pub next_url: Option<String>,
+    pub tags: Vec<(String, i64)>,
+    pub publishers: Vec<String>,
+    pub filtered: bool,
+}
+
+impl CatalogPage {
+    pub fn new(
+        params: &CatalogParams,
+        q: &PluginQuery,
+        page: Page<PluginSummary>,
+        tags: Vec<(String, i64)>,
+        publishers: Vec<String>,
+    ) -> Self {
+        let pages = u32::try_from((page.total + i64::from(q.per_page) - 1) / i64::from(q.per_page))
+            .unwrap_or(u32::MAX)
+            .max(1);
+        let url_for = |n: u32| {
+            let mut pairs: Vec<(&str, String)> = Vec::new();
+            let text = params.q.clone().unwrap_or_default();
+            if !text.trim().is_empty() {
+                pairs.push(("q", text));
+            }
+            if let Some(t) = &q.tag {
+                pairs.push(("tag", t.clone()));
+            }
+            if let Some(p) = &q.publisher {
+                pairs.push(("publisher", p.clone()));
+            }
+            for (on, key) in [
+                (q.no_internet, "no_internet"),
+                (q.not_privileged, "not_privileged"),
+                (q.no_kube_system, "no_kube_system"),
+            ] {
+                if on {
+                    pairs.push((key, "on".into()));
+                }
+            }
+            if q.sort != Sort::Relevance {
+                pairs.push(("sort", sort_value(q.sort).into()));
+            }
+            if q.per_page != 24 {
+                pairs.push(("per_page", q.per_page.to_string()));
+            }
+            pairs.push(("page", n.to_string()));
+            format!(
+                "/?{}",
+                serde_urlencoded::to_string(&pairs).unwrap_or_default()
+            )
+        };
+        CatalogPage {
+            q: params.q.clone().unwrap_or_default(),
+            tag: q.tag.clone().unwrap_or_default(),
+            publisher: q.publisher.clone().unwrap_or_default(),
+            no_internet: q.no_internet,
+            not_privileged: q.not_privileged,
+            no_kube_system: q.no_kube_system,
+            sort: sort_value(q.sort),
+            sorts: [
+                ("relevance", "Best match"),
+                ("name", "Name"),
+                ("updated", "Recently updated"),
+            ],
+            filtered: !q.terms.is_empty()
+                || q.tag.is_some()
+                || q.publisher.is_some()
+                || q.no_internet
+                || q.not_privileged
+                || q.no_kube_system,
+            cards: page.items.into_iter().map(Card::from).collect(),
+            total: page.total,
+            page: q.page,
+            pages,
+            prev_url: (q.page > 1).then(|| url_for(q.page - 1)),
+            next_url: (q.page < pages).then(|| url_for(q.page + 1)),
+            tags,
+            publishers,
+        }
+    }
+}
+
+fn sort_value(s: Sort) -> &'static str {
+    match s {
+        Sort::Relevance => "relevance",
+        Sort::Name => "name",
+        Sort::Updated => "updated",
+    }
+}
+
+pub struct Requirement {
+    pub title: &'static str,
+    pub detail: String,
+    pub class: &'static str,
+}
+
+pub struct AccessRow {
+    pub resource: String,
+    pub level: &'static str,
+    pub class: &'static str,
+}
+
+pub struct LinkView {
+    pub name: String,
+    /// `(url, label)` of each catalog plugin with that name; empty when missing.
+    pub targets: Vec<(String, String)>,
+}
+
+pub struct VersionRow {
+    pub version: String,
+    pub hash: String,
+    pub date: String,
+    pub yanked: bool,
+    pub latest: bool,
+    pub raw_url: String,
+}
+
+pub struct MajorView {
+    pub major: u64,
+    pub namespace: String,
+    pub versions: Vec<VersionRow>,
+}
+
+pub struct MenuRow {
+    pub crd: String,
+    pub label: String,
+    pub list: bool,
+    pub detail: bool,
+    pub edit: bool,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "plugin.html")]
+pub struct PluginPage {
+    pub publisher: String,
+    pub publisher_url: String,
+    pub name: String,
+    pub display_name: String,
+    pub description: String,
+    pub version: String,
+    pub namespace: String,
+    pub hash: String,
+    pub published: String,
+    pub author: String,
+    pub license: String,
+    pub icon: String,
+    pub urls: Vec<(&'static str, String)>,
+    pub tags: Vec<String>,
+    pub requirements: Vec<Requirement>,
+    pub cluster_capabilities: Vec<String>,
+    pub permission_capabilities: Vec<String>,
+    pub access: Vec<AccessRow>,
+    pub dependencies: Vec<LinkView>,
+    pub suggested: Vec<LinkView>,
+    pub required_by: Vec<(String, String)>,
+    pub suggested_by: Vec<(String, String)>,
+    pub organization_menu: Vec<MenuRow>,
+    pub project_menu: Vec<MenuRow>,
+    pub crds: Vec<String>,
+    pub image: String,
+    pub image_repository: String,
+    pub image_digest: String,
+    pub pull_policy: String,
+    pub raw_url: String,
+    pub versions: Vec<MajorView>,
+}
+
+impl PluginPage {
+    pub fn new(d: PluginDetail) -> Self {
+        let def = &d.definition;
+        let md = &def.manifest.metadata;
+        let spec = &def.manifest.spec;
+        let req = &spec.requirements;
+        let raw_url = |v: &str| {
+            format!(
+                "/plugins/{}/{}/versions/{v}/definition.yaml",
+                d.publisher, d.name
+            )
+        };
+        let mut requirements = Vec::new();
+        if req.internet_access {
+            requirements.push(Requirement {
+                title: "Internet access",
+                detail: "The plugin connects to services outside the cluster.".into(),
+                class: "warn",
+            });
+        }
+        if req.privileged {
+            requirements.push(Requirement {
+                title: "Privileged containers",
+                detail: "Runs privileged pods; only allowed on warranty-voided (rooted) clusters."
+                    .into(),
+                class: "danger",
+            });
+        }
+        if req.kube_system_deployment {
+            requirements.push(Requirement { title: "Deploys into kube-system", detail: "Installs components in the kube-system namespace; only allowed on warranty-voided (rooted) clusters.".into(), class: "danger" });
+        }
+        let links = |list: &[Link]| -> Vec<LinkView> {
+            list.iter()
+                .map(|l| LinkView {
+                    name: l.name.clone(),
+                    targets: l
+                        .found
+                        .iter()
+                        .map(|f| {
+                            (
+                                plugin_url(&f.publisher, &f.name),
+                                format!("{} ({})", f.display_name, f.publisher),
+                            )
+                        })
+                        .collect(),
+                })
+                .collect()
+        };
+        let refs = |list: &[crate::catalog::PluginRefView]| -> Vec<(String, String)> {
+            list.iter()
+                .map(|f| {
+                    (
+                        plugin_url(&f.publisher, &f.name),
+                        format!("{} ({})", f.display_name, f.publisher),
+                    )
+                })
+                .collect()
+        };
+        let menu = |entries: &[MenuEntry]| -> Vec<MenuRow> {
+            entries
+                .iter()
+                .map(|e| MenuRow {
+                    crd: e.crd.to_string(),
+                    label: e.label.clone().unwrap_or_default(),
+                    list: e.list,
+                    detail: e.detail,
+                    edit: e.edit,
+                })
+                .collect()
+        };
+        let opt = |v: &Option<crate::definition::Located<String>>| {
+            v.as_ref().map(|s| s.to_string()).unwrap_or_default()
+        };
+        let urls = [
+            ("Homepage", &md.urls.homepage),
+            ("Source code", &md.urls.repository),
+            ("Documentation", &md.urls.documentation),
+        ]
+        .into_iter()
+        .filter_map(|(label, u)| u.as_ref().map(|u| (label, u.to_string())))
+        .collect();
+        PluginPage {
+            publisher_url: format!(
+                "/?{}",
+                serde_urlencoded::to_string([("publisher", &d.publisher)]).unwrap_or_default()
+            ),
+            display_name: def.display_name().to_owned(),
+            description: def.description().to_owned(),
+            version: d.latest.version.clone(),
+            namespace: d.namespace.clone(),
+            hash: d.latest.hash.clone(),
+            published: date(d.latest.published_at),
+            author: opt(&md.author),
+            license: opt(&md.license),
+            icon: opt(&md.icon),
+            urls,
+            tags: def.tags().map(str::to_owned).collect(),
+            requirements,
+            cluster_capabilities: req.capabilities.iter().map(|c| c.to_string()).collect(),
+            permission_capabilities: spec
+                .permissions
+                .capabilities
+                .iter()
+                .map(|c| c.to_string())
+                .collect(),
+            access: d
+                .access
+                .iter()
+                .map(|a| AccessRow {
+                    resource: a.resource.clone(),
+                    level: a.level.label(),
+                    class: match a.level {
+                        AccessLevel::Read => "ok",
+                        AccessLevel::ReadWrite => "warn",
+                        AccessLevel::Admin => "danger",
+                    },
+                })
+                .collect(),
+            dependencies: links(&d.dependencies),
+            suggested: links(&d.suggested_plugins),
+            required_by: refs(&d.required_by),
+            suggested_by: refs(&d.suggested_by),
+            organization_menu: menu(d.organization_menu()),
+            project_menu: menu(d.project_menu()),
+            crds: spec.crds.iter().map(|c| c.to_string()).collect(),
+            image: def.image.to_string(),
+            image_repository: def.image.repository.clone(),
+            image_digest: def.image.digest.clone(),
+            pull_policy: match spec.image_pull_policy.as_str() {
+                "" => "default".to_owned(),
+                p => p.to_owned(),
+            },
+            raw_url: raw_url(&d.latest.version),
+            versions: d
+                .versions
+                .iter()
+                .map(|g| MajorView {
+                    major: g.major,
+                    namespace: g.namespace.clone(),
+                    versions: g
+                        .versions
+                        .iter()
+                        .map(|v| VersionRow {
+                            version: v.version.clone(),
+                            hash: v.hash.clone(),
+                            date: date(v.published_at),
+                            yanked: v.yanked,
+                            latest: v.version == d.latest.version,
+                            raw_url: raw_url(&v.version),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            publisher: d.publisher.clone(),
+            name: d.name.clone(),
+        }
+    }
+}

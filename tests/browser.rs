@@ -1,0 +1,425 @@
+//! End-to-end check of the server-rendered pages in a real browser.
+//!
+//! Starts the real `marketplace` binary on a free port with an empty data directory,
+//! renders pages with headless Chromium (`--dump-dom`) and asserts on the resulting DOM,
+//! then takes desktop and mobile screenshots into `target/screenshots/` for people to look at.
+//!
+//! Needs Debian's `chromium` package (`apt-get install chromium`). Without it the test fails
+//! on purpose: a browser test that silently skips is a browser test that never runs.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const CHROMIUM_TIMEOUT: Duration = Duration::from_secs(60);
+const SERVER_START_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[test]
+fn pages_render_in_a_real_browser() {
+    let browser = chromium();
+    let catalog = read_catalog();
+    assert!(
+        !catalog.is_empty(),
+        "no plugin definitions found in catalog/*.yaml"
+    );
+    let server = Server::start();
+
+    // Catalog page: every built-in plugin, one card each, and the count heading.
+    let dom = browser.dump_dom(&server.url("/"));
+    let count = format!(">{} plugins<", catalog.len());
+    assert!(
+        dom.contains(&count),
+        "catalog page lacks the heading {count:?}:\n{dom}"
+    );
+    for p in &catalog {
+        assert!(
+            dom.contains(&p.card()),
+            "catalog page lacks the card {:?}:\n{dom}",
+            p.card()
+        );
+        let name = escape_text(&p.display_name);
+        assert!(
+            dom.contains(&name),
+            "catalog page lacks the display name {name:?}:\n{dom}"
+        );
+    }
+
+    // Filtered page: plugins needing internet access or privileged containers disappear.
+    let dom = browser.dump_dom(&server.url("/?no_internet=on&not_privileged=on"));
+    let (hidden, shown): (Vec<&Plugin>, Vec<&Plugin>) =
+        catalog.iter().partition(|p| p.internet || p.privileged);
+    assert!(
+        !hidden.is_empty() && !shown.is_empty(),
+        "the catalog no longer exercises the requirement filters"
+    );
+    for p in &hidden {
+        assert!(
+            !dom.contains(&p.card()),
+            "filtered page still shows {}:\n{dom}",
+            p.name
+        );
+    }
+    for p in &shown {
+        assert!(
+            dom.contains(&p.card()),
+            "filtered page lost {}:\n{dom}",
+            p.name
+        );
+    }
+    let count = format!(
+        ">{} plugin{} match<",
+        shown.len(),
+        if shown.len() == 1 { "" } else { "s" }
+    );
+    assert!(
+        dom.contains(&count),
+        "filtered page lacks the heading {count:?}:\n{dom}"
+    );
+
+    // Plugin page.
+    let cert_manager = catalog
+        .iter()
+        .find(|p| p.name == "cert-manager")
+        .expect("catalog/cert-manager.yaml");
+    let dom = browser.dump_dom(&server.url("/plugins/fundament/cert-manager"));
+    assert_eq!(
+        h1(&dom),
+        escape_text(&cert_manager.display_name),
+        "plugin page h1:\n{dom}"
+    );
+    assert!(
+        dom.contains("<code>plugin-cert-manager-v1</code>"),
+        "plugin page lacks the namespace:\n{dom}"
+    );
+    assert!(
+        has_sha256(&dom),
+        "plugin page lacks a sha256:<64 hex> definition hash:\n{dom}"
+    );
+    assert!(
+        dom.contains(">Requires approval</h2>"),
+        "plugin page lacks the 'Requires approval' section:\n{dom}"
+    );
+    let link = dom
+        .find(">Download definition (YAML)</a>")
+        .expect("plugin page lacks the download link");
+    let anchor = &dom[dom[..link]
+        .rfind("<a ")
+        .expect("download link is not an <a>")..link];
+    assert!(
+        anchor.contains("href=\""),
+        "download link has no href: {anchor}"
+    );
+
+    // Unknown plugin: the friendly 404 page, not a bare error.
+    let dom = browser.dump_dom(&server.url("/plugins/fundament/nope"));
+    assert_eq!(h1(&dom), "Page not found", "missing plugin page:\n{dom}");
+    assert!(
+        dom.contains("<title>Page not found"),
+        "missing plugin page title:\n{dom}"
+    );
+
+    // Screenshots, for people (and a sanity check that something was painted).
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("target dir")
+        .join("screenshots");
+    std::fs::create_dir_all(&dir).expect("create target/screenshots");
+    let shots = [
+        ("catalog-desktop", "/", (1280, 2000)),
+        ("catalog-mobile", "/", (390, 1600)),
+        (
+            "catalog-filtered-desktop",
+            "/?no_internet=on&not_privileged=on",
+            (1280, 2000),
+        ),
+        (
+            "plugin-desktop",
+            "/plugins/fundament/cert-manager",
+            (1280, 2000),
+        ),
+        (
+            "plugin-mobile",
+            "/plugins/fundament/cert-manager",
+            (390, 1600),
+        ),
+        ("not-found-desktop", "/plugins/fundament/nope", (1280, 2000)),
+    ];
+    for (name, path, size) in shots {
+        let file = dir.join(format!("{name}.png"));
+        let _ = std::fs::remove_file(&file);
+        browser.screenshot(&server.url(path), &file, size);
+        let png = std::fs::read(&file)
+            .unwrap_or_else(|e| panic!("screenshot {} missing: {e}", file.display()));
+        assert!(
+            png.starts_with(b"\x89PNG\r\n\x1a\n"),
+            "{} is not a PNG",
+            file.display()
+        );
+        assert!(
+            png.len() > 10 * 1024,
+            "{} is suspiciously small ({} bytes)",
+            file.display(),
+            png.len()
+        );
+        let dimension = |at: usize| u32::from_be_bytes(png[at..at + 4].try_into().unwrap());
+        assert_eq!(
+            (dimension(16), dimension(20)),
+            size,
+            "{} has the wrong size",
+            file.display()
+        );
+        eprintln!("screenshot: {} ({} KB)", file.display(), png.len() / 1024);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server under test
+
+/// The real binary, listening on a free port; killed when dropped.
+struct Server {
+    child: Child,
+    base: String,
+    _data: tempfile::TempDir,
+}
+
+impl Server {
+    fn start() -> Server {
+        let data = tempfile::tempdir().expect("temp data dir");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_marketplace"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data.path())
+            .env("MARKETPLACE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the marketplace binary");
+
+        // Read the one stdout line on a thread, so a server that hangs cannot hang the test.
+        let stdout = child.stdout.take().expect("child stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let mut server = Server {
+            child,
+            base: String::new(),
+            _data: data,
+        };
+        let line = rx.recv_timeout(SERVER_START_TIMEOUT).unwrap_or_default();
+        let Some(base) = line.trim().strip_prefix("marketplace listening on ") else {
+            let status = server.child.try_wait().ok().flatten();
+            panic!(
+                "server did not announce its address (got {line:?}, exit status {status:?}); see its stderr above"
+            );
+        };
+        server.base = base.trim_end_matches('/').to_owned();
+        server
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Headless Chromium
+
+struct Chromium(PathBuf);
+
+/// Finds Debian's chromium, or fails the test saying how to install it.
+fn chromium() -> Chromium {
+    let found = std::env::var_os("CHROMIUM")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain(["/usr/bin/chromium", "/usr/bin/chromium-browser"].map(PathBuf::from))
+        .find(|p| p.is_file());
+    match found {
+        Some(path) => Chromium(path),
+        None => panic!(
+            "headless Chromium is required for this test but was not found at /usr/bin/chromium.\n\
+             Install it with `apt-get install chromium` (Debian), or set CHROMIUM=/path/to/chromium."
+        ),
+    }
+}
+
+impl Chromium {
+    /// The DOM after the page has loaded, serialized as HTML.
+    fn dump_dom(&self, url: &str) -> String {
+        let out = self.run(&["--dump-dom", url]);
+        assert!(
+            out.contains("</html>"),
+            "chromium --dump-dom {url} printed no document:\n{out}"
+        );
+        out
+    }
+
+    fn screenshot(&self, url: &str, file: &Path, (width, height): (u32, u32)) {
+        let shot = format!("--screenshot={}", file.display());
+        let size = format!("--window-size={width},{height}");
+        self.run(&[&shot, &size, "--hide-scrollbars", url]);
+    }
+
+    /// Runs one headless session in a fresh profile; returns stdout. Killed after a timeout.
+    fn run(&self, args: &[&str]) -> String {
+        let profile = tempfile::tempdir().expect("temp chromium profile");
+        let mut child = Command::new(&self.0)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+            ])
+            .args([
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.0.display()));
+        let stdout = drain(child.stdout.take().expect("chromium stdout"));
+        let stderr = drain(child.stderr.take().expect("chromium stderr"));
+
+        let deadline = Instant::now() + CHROMIUM_TIMEOUT;
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for chromium") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("chromium {args:?} took longer than {CHROMIUM_TIMEOUT:?}; killed it");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+        assert!(
+            status.success(),
+            "chromium {args:?} failed with {status}:\n{stderr}"
+        );
+        stdout
+    }
+}
+
+fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = pipe.read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The built-in catalog, read with a line scan (enough for these flat, hand-written files)
+
+struct Plugin {
+    name: String,
+    display_name: String,
+    internet: bool,
+    privileged: bool,
+}
+
+impl Plugin {
+    /// The opening tag of this plugin's card on the catalog page.
+    fn card(&self) -> String {
+        format!(
+            "<li class=\"card\" data-plugin=\"fundament/{}\">",
+            self.name
+        )
+    }
+}
+
+fn read_catalog() -> Vec<Plugin> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalog");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .map(|e| e.expect("catalog entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(file).expect("read catalog file");
+            let field = |key: &str| {
+                text.lines()
+                    .find_map(|l| {
+                        l.trim_start()
+                            .strip_prefix(key)?
+                            .strip_prefix(':')
+                            .map(yaml_scalar)
+                    })
+                    .unwrap_or_else(|| panic!("{} has no `{key}:`", file.display()))
+            };
+            let flag = |key: &str| {
+                text.lines().any(|l| {
+                    l.trim_start()
+                        .strip_prefix(key)
+                        .and_then(|r| r.strip_prefix(':'))
+                        .is_some_and(|v| yaml_scalar(v) == "true")
+                })
+            };
+            Plugin {
+                name: field("name"),
+                display_name: field("displayName"),
+                internet: flag("internetAccess"),
+                privileged: flag("privileged"),
+            }
+        })
+        .collect()
+}
+
+/// A plain or quoted one-line YAML scalar, without a trailing comment.
+fn yaml_scalar(raw: &str) -> String {
+    let v = raw.split(" #").next().unwrap_or("").trim();
+    let unquoted = v.strip_prefix('"').and_then(|s| s.strip_suffix('"'));
+    let unquoted = unquoted.or_else(|| v.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')));
+    unquoted.unwrap_or(v).to_owned()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small DOM helpers (Chromium's serializer is predictable enough for string matching)
+
+/// Text as Chromium serializes it inside an element.
+fn escape_text(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The inner HTML of the first `<h1>`.
+fn h1(dom: &str) -> String {
+    let start = dom.find("<h1").expect("page has no <h1>");
+    let inner = &dom[start..];
+    let inner = &inner[inner.find('>').expect("unterminated <h1") + 1..];
+    inner[..inner.find("</h1>").expect("unclosed <h1>")]
+        .trim()
+        .to_owned()
+}
+
+fn has_sha256(dom: &str) -> bool {
+    dom.match_indices("sha256:").any(|(i, m)| {
+        let hex = &dom.as_bytes()[i + m.len()..];
+        hex.len() >= 64
+            && hex[..64]
+                .iter()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    })
+}

@@ -1,0 +1,108 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode};
+use http_body_util::BodyExt;
+use marketplace::catalog::builtin;
+use marketplace::definition::Definition;
+use marketplace::store::Store;
+use marketplace::{AppState, app};
+use tower::ServiceExt;
+
+pub const NOW: i64 = 1_790_000_000;
+
+/// An app over a fresh in-memory store holding the built-in catalog.
+pub async fn state() -> AppState {
+    let store = Store::open_in_memory().await.expect("store opens");
+    builtin::load(&store, NOW).await.expect("built-ins load");
+    AppState { store }
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+}
+
+pub async fn get(state: &AppState, uri: &str) -> Reply {
+    send(state, Request::get(uri).body(Body::empty()).unwrap()).await
+}
+
+pub async fn send(state: &AppState, req: Request<Body>) -> Reply {
+    let res = app(state.clone()).oneshot(req).await.expect("infallible");
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.expect("body").to_bytes();
+    Reply {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+pub fn builtin_yaml(name: &str) -> String {
+    std::fs::read_to_string(format!(
+        "{}/catalog/{name}.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("catalog file")
+}
+
+/// The built-in definition `name` with its version replaced, as new bytes.
+pub fn with_version(name: &str, version: &str) -> Definition {
+    let yaml = builtin_yaml(name);
+    let line = yaml
+        .lines()
+        .find(|l| l.trim_start().starts_with("version:"))
+        .expect("version line");
+    let indent = &line[..line.len() - line.trim_start().len()];
+    let yaml = yaml.replacen(line, &format!("{indent}version: {version}"), 1);
+    Definition::parse(yaml.as_bytes()).expect("modified definition stays valid")
+}
+
+/// The real binary serving on a free loopback port; killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub url: String,
+}
+
+impl Server {
+    pub fn start(data_dir: &Path) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_marketplace"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .env("MARKETPLACE_LOG", "warn")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("binary starts");
+        let stdout = child.stdout.take().expect("stdout piped");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("reads address line");
+        let url = line
+            .trim()
+            .strip_prefix("marketplace listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_owned();
+        Server { child, url }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,410 @@
+//! In-process tests of the pages and the JSON API through `app(state).oneshot(...)`.
+
+mod common;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use common::{NOW, builtin_yaml, get, send, state, with_version};
+use marketplace::catalog::builtin;
+use marketplace::definition::Definition;
+
+fn builtins() -> Vec<Definition> {
+    builtin::definitions().unwrap()
+}
+
+fn names(v: &serde_json::Value) -> Vec<String> {
+    v["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn catalog_page_lists_every_builtin() {
+    let s = state().await;
+    let r = get(&s, "/").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(
+        r.headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let all = builtins();
+    assert!(
+        r.body.contains(&format!("{} plugins", all.len())),
+        "count heading"
+    );
+    for d in &all {
+        assert!(
+            r.body
+                .contains(&format!("data-plugin=\"fundament/{}\"", d.name())),
+            "{} listed",
+            d.name()
+        );
+    }
+    assert!(r.body.contains("<main"), "main landmark");
+    assert!(
+        r.body.contains("<label for=\"q\">"),
+        "search input is labelled"
+    );
+}
+
+#[tokio::test]
+async fn search_matches_name_description_and_tags() {
+    let s = state().await;
+    let r = get(&s, "/api/v1/plugins?q=certificates").await.json();
+    assert!(names(&r).contains(&"cert-manager".to_owned()));
+    assert!(!names(&r).contains(&"storage".to_owned()));
+    // Every word must match; a nonsense word empties the result.
+    let r = get(&s, "/api/v1/plugins?q=certificates+zzzqqq")
+        .await
+        .json();
+    assert_eq!(r["total"], 0);
+    // `%` is literal text, not a wildcard.
+    assert_eq!(get(&s, "/api/v1/plugins?q=%25").await.json()["total"], 0);
+    // Searching by an exact name ranks that plugin first.
+    let r = get(&s, "/api/v1/plugins?q=storage").await.json();
+    assert_eq!(names(&r)[0], "storage");
+}
+
+#[tokio::test]
+async fn requirement_filters_exclude_what_needs_approval() {
+    let s = state().await;
+    let all = builtins();
+    let expect: Vec<String> = {
+        let mut v: Vec<String> = all
+            .iter()
+            .filter(|d| {
+                !d.requirements().internet_access
+                    && !d.requirements().privileged
+                    && !d.requirements().kube_system_deployment
+            })
+            .map(|d| d.name().to_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(
+        !expect.is_empty() && expect.len() < all.len(),
+        "the catalog exercises the filter"
+    );
+    let r = get(
+        &s,
+        "/api/v1/plugins?no_internet=true&not_privileged=true&no_kube_system=true&sort=name",
+    )
+    .await
+    .json();
+    assert_eq!(names(&r), expect);
+    // The page accepts checkbox values and keeps them checked.
+    let page = get(&s, "/?no_internet=on&not_privileged=on&no_kube_system=on").await;
+    assert!(
+        page.body
+            .contains(&format!("{} plugins match", expect.len()))
+            || page
+                .body
+                .contains(&format!("{} plugin match", expect.len()))
+    );
+    assert!(page.body.contains("name=\"no_internet\" checked"));
+}
+
+#[tokio::test]
+async fn tag_and_publisher_filters() {
+    let s = state().await;
+    let tag = "tls";
+    let expect = builtins()
+        .iter()
+        .filter(|d| d.tags().any(|t| t == tag))
+        .count();
+    assert!(expect > 0);
+    let r = get(&s, &format!("/api/v1/plugins?tag={tag}")).await.json();
+    assert_eq!(r["total"], expect);
+    assert_eq!(
+        get(&s, "/api/v1/plugins?publisher=fundament").await.json()["total"],
+        builtins().len()
+    );
+    assert_eq!(
+        get(&s, "/api/v1/plugins?publisher=nobody").await.json()["total"],
+        0
+    );
+}
+
+#[tokio::test]
+async fn paging_and_sorting() {
+    let s = state().await;
+    let n = builtins().len();
+    let p1 = get(&s, "/api/v1/plugins?per_page=3&sort=name").await.json();
+    assert_eq!(
+        (
+            p1["total"].as_u64().unwrap() as usize,
+            names(&p1).len(),
+            p1["page"].as_u64()
+        ),
+        (n, 3, Some(1))
+    );
+    let last_page = n.div_ceil(3);
+    let pl = get(
+        &s,
+        &format!("/api/v1/plugins?per_page=3&sort=name&page={last_page}"),
+    )
+    .await
+    .json();
+    assert_eq!(names(&pl).len(), n - 3 * (last_page - 1));
+    let mut sorted = names(&p1);
+    sorted.sort();
+    assert_eq!(names(&p1), sorted, "sort=name is alphabetical");
+    let html = get(&s, "/?per_page=3&sort=name").await.body;
+    assert!(
+        html.replace("&#38;", "&amp;")
+            .contains("rel=\"next\" href=\"/?sort=name&amp;per_page=3&amp;page=2\""),
+        "next link keeps the query: {html}"
+    );
+    assert!(html.contains(&format!("Page 1 of {last_page}")));
+}
+
+#[tokio::test]
+async fn bad_parameters_are_refused_with_the_parameter_named() {
+    let s = state().await;
+    for (uri, needle) in [
+        ("/api/v1/plugins?page=0", "`page`"),
+        ("/api/v1/plugins?per_page=1000", "`per_page`"),
+        ("/api/v1/plugins?sort=random", "`sort`"),
+        ("/api/v1/plugins?bogus=1", "bogus"),
+        ("/api/v1/plugins?no_internet=perhaps", "`no_internet`"),
+    ] {
+        let r = get(&s, uri).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{uri}");
+        let j = r.json();
+        assert_eq!(j["error"]["code"], "bad_parameter", "{uri}");
+        assert!(
+            j["error"]["message"].as_str().unwrap().contains(needle),
+            "{uri}: {j}"
+        );
+    }
+    let page = get(&s, "/?page=abc").await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST);
+    assert!(
+        page.body
+            .contains("<h1 id=\"error-title\">Bad request</h1>")
+    );
+}
+
+#[tokio::test]
+async fn plugin_page_shows_what_an_admin_needs() {
+    let s = state().await;
+    let def = builtins()
+        .into_iter()
+        .find(|d| d.name() == "cert-manager")
+        .unwrap();
+    let r = get(&s, "/plugins/fundament/cert-manager").await;
+    assert_eq!(r.status, StatusCode::OK);
+    let b = &r.body;
+    assert!(b.contains(&format!("<h1>{}</h1>", def.display_name())));
+    assert!(b.contains(&def.hash), "definition hash shown");
+    assert!(
+        b.contains(&format!("plugin-cert-manager-v{}", def.version.major)),
+        "namespace shown"
+    );
+    assert!(b.contains(&def.image.digest), "image digest shown");
+    assert!(b.contains("Requires approval") && b.contains("Internet access"));
+    assert!(
+        b.contains("policy-engine <span class=\"badge\">not in catalog</span>"),
+        "missing suggestion marked"
+    );
+    assert!(
+        b.contains("href=\"/plugins/fundament/gateway\""),
+        "suggestion links to the plugin"
+    );
+    assert!(b.contains(&format!(
+        "/plugins/fundament/cert-manager/versions/{}/definition.yaml",
+        def.version_text()
+    )));
+    for entry in &def.manifest.spec.menu.organization {
+        assert!(b.contains(entry.crd.as_str()), "menu entry {}", *entry.crd);
+    }
+    assert!(
+        b.contains("read-write") || b.contains("admin") || b.contains(">read<"),
+        "RBAC summarised"
+    );
+}
+
+#[tokio::test]
+async fn reverse_dependencies_are_listed() {
+    let s = state().await;
+    let dependents: Vec<String> = builtins()
+        .iter()
+        .filter(|d| {
+            d.manifest
+                .spec
+                .dependencies
+                .iter()
+                .any(|x| x.as_str() == "storage")
+        })
+        .map(|d| d.name().to_owned())
+        .collect();
+    assert!(!dependents.is_empty());
+    let j = get(&s, "/api/v1/plugins/fundament/storage").await.json();
+    let required_by: Vec<&str> = j["required_by"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    let mut expected: Vec<&str> = dependents.iter().map(String::as_str).collect();
+    expected.sort();
+    assert_eq!(required_by, expected);
+    let page = get(&s, "/plugins/fundament/storage").await.body;
+    for d in &dependents {
+        assert!(page.contains(&format!("href=\"/plugins/fundament/{d}\"")));
+    }
+}
+
+#[tokio::test]
+async fn versions_grouped_by_major_with_their_namespace() {
+    let s = state().await;
+    for v in ["v1.20.0", "v2.0.0"] {
+        s.store
+            .insert_version("fundament", &with_version("cert-manager", v), NOW + 10)
+            .await
+            .unwrap();
+    }
+    let j = get(&s, "/api/v1/plugins/fundament/cert-manager")
+        .await
+        .json();
+    assert_eq!(j["latest"]["version"], "v2.0.0");
+    assert_eq!(j["namespace"], "plugin-cert-manager-v2");
+    let majors: Vec<u64> = j["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["major"].as_u64().unwrap())
+        .collect();
+    assert_eq!(majors, [2, 1]);
+    assert_eq!(j["versions"][1]["namespace"], "plugin-cert-manager-v1");
+    let v = get(&s, "/api/v1/plugins/fundament/cert-manager/versions")
+        .await
+        .json();
+    assert_eq!(v["items"].as_array().unwrap().len(), 3);
+    let page = get(&s, "/plugins/fundament/cert-manager").await.body;
+    assert!(page.contains("Major 2") && page.contains("Major 1"));
+}
+
+#[tokio::test]
+async fn raw_definition_is_the_exact_bytes() {
+    let s = state().await;
+    let yaml = builtin_yaml("gateway");
+    let def = Definition::parse(yaml.as_bytes()).unwrap();
+    for uri in [
+        format!(
+            "/api/v1/plugins/fundament/gateway/versions/{}/definition",
+            def.version_text()
+        ),
+        format!(
+            "/plugins/fundament/gateway/versions/{}/definition.yaml",
+            def.version_text()
+        ),
+    ] {
+        let r = get(&s, &uri).await;
+        assert_eq!(r.status, StatusCode::OK, "{uri}");
+        assert_eq!(r.body, yaml);
+        assert_eq!(
+            r.headers[header::ETAG],
+            format!("\"{}\"", def.hash).as_str()
+        );
+        assert!(
+            r.headers[header::CONTENT_TYPE]
+                .to_str()
+                .unwrap()
+                .starts_with("application/yaml")
+        );
+    }
+    let missing = get(
+        &s,
+        "/api/v1/plugins/fundament/gateway/versions/9.9.9/definition",
+    )
+    .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing.json()["error"]["code"], "not_found");
+}
+
+#[tokio::test]
+async fn not_found_is_json_for_the_api_and_a_page_otherwise() {
+    let s = state().await;
+    let api = get(&s, "/api/v1/plugins/fundament/nope").await;
+    assert_eq!(api.status, StatusCode::NOT_FOUND);
+    assert!(
+        api.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("fundament/nope")
+    );
+    let page = get(&s, "/plugins/fundament/nope").await;
+    assert_eq!(page.status, StatusCode::NOT_FOUND);
+    assert!(page.body.contains("Page not found"));
+    let other = get(&s, "/no/such/page").await;
+    assert_eq!(other.status, StatusCode::NOT_FOUND);
+    assert!(
+        other.headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert_eq!(
+        get(&s, "/api/v2/whatever").await.json()["error"]["code"],
+        "not_found"
+    );
+}
+
+#[tokio::test]
+async fn author_text_is_escaped_in_pages() {
+    let s = state().await;
+    let yaml = builtin_yaml("backup").replacen(
+        "displayName:",
+        "displayName: \"<script>alert(1)</script>\"\n  x-was-displayName:",
+        1,
+    );
+    // Drop the original displayName line so the document stays valid.
+    let yaml: String = yaml
+        .lines()
+        .filter(|l| !l.contains("x-was-displayName"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let def = Definition::parse(yaml.as_bytes()).unwrap();
+    s.store.insert_version("evil", &def, NOW).await.unwrap();
+    let page = get(&s, "/plugins/evil/backup").await.body;
+    assert!(!page.contains("<script>alert(1)</script>"));
+    assert!(
+        page.contains("&lt;script&gt;alert(1)&lt;/script&gt;") || page.contains("&#60;script&#62;")
+    );
+}
+
+#[tokio::test]
+async fn health_readiness_and_static_files() {
+    let s = state().await;
+    assert_eq!(get(&s, "/healthz").await.json()["status"], "ok");
+    assert_eq!(get(&s, "/readyz").await.json()["status"], "ready");
+    let css = get(&s, "/static/style.css").await;
+    assert_eq!(css.status, StatusCode::OK);
+    assert!(css.body.contains("prefers-color-scheme: dark"));
+    assert_eq!(
+        get(&s, "/static/nope.css").await.status,
+        StatusCode::NOT_FOUND
+    );
+    s.store.close().await;
+    let r = get(&s, "/readyz").await;
+    assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn oversized_headers_are_refused() {
+    let s = state().await;
+    let req = Request::get("/")
+        .header("x-filler", "a".repeat(20_000))
+        .body(Body::empty())
+        .unwrap();
+    let r = send(&s, req).await;
+    assert_eq!(r.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    assert_eq!(r.json()["error"]["code"], "headers_too_large");
+}

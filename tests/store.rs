@@ -1,0 +1,116 @@
+//! Store tests: immutability, idempotent built-ins, latest-version bookkeeping.
+
+mod common;
+
+use common::{NOW, with_version};
+use marketplace::catalog::builtin;
+use marketplace::definition::Definition;
+use marketplace::store::{Inserted, PluginQuery, Store, StoreError};
+
+#[tokio::test]
+async fn builtins_load_once_and_again_changes_nothing() {
+    let store = Store::open_in_memory().await.unwrap();
+    let n = builtin::definitions().unwrap().len();
+    assert!(n >= 6, "the catalog holds at least six definitions");
+    let first = builtin::load(&store, NOW).await.unwrap();
+    assert_eq!((first.added, first.unchanged), (n, 0));
+    let second = builtin::load(&store, NOW + 60).await.unwrap();
+    assert_eq!(
+        (second.added, second.unchanged, second.conflicting),
+        (0, n, 0)
+    );
+    let page = store.list_plugins(&PluginQuery::default()).await.unwrap();
+    assert_eq!(page.total, n as i64);
+    // The second load did not touch timestamps either.
+    assert!(page.items.iter().all(|p| p.updated_at == NOW));
+}
+
+#[tokio::test]
+async fn a_published_version_is_immutable() {
+    let store = Store::open_in_memory().await.unwrap();
+    let original = with_version("gateway", "1.0.0");
+    assert_eq!(
+        store.insert_version("acme", &original, NOW).await.unwrap(),
+        Inserted::New
+    );
+    assert_eq!(
+        store.insert_version("acme", &original, NOW).await.unwrap(),
+        Inserted::Unchanged
+    );
+
+    // Same version written differently ("v1.0.0") with otherwise other bytes: refused.
+    let changed = with_version("gateway", "v1.0.0");
+    assert_ne!(changed.hash, original.hash);
+    match store.insert_version("acme", &changed, NOW).await {
+        Err(StoreError::VersionExists { existing, .. }) => assert_eq!(existing, original.hash),
+        other => panic!("expected VersionExists, got {other:?}"),
+    }
+    let plugin = store.plugin("acme", "gateway").await.unwrap().unwrap();
+    let (_, stored) = store.definition(plugin.id, "1.0.0").await.unwrap().unwrap();
+    assert_eq!(stored.bytes, original.bytes, "the first bytes are kept");
+}
+
+#[tokio::test]
+async fn latest_follows_semver_not_insertion_order() {
+    let store = Store::open_in_memory().await.unwrap();
+    for v in ["1.2.0", "1.10.0", "2.0.0-rc.1", "1.9.3"] {
+        store
+            .insert_version("acme", &with_version("gateway", v), NOW)
+            .await
+            .unwrap();
+    }
+    let plugin = store.plugin("acme", "gateway").await.unwrap().unwrap();
+    assert_eq!(
+        plugin.latest_version.as_deref(),
+        Some("1.10.0"),
+        "stable preferred over a newer pre-release"
+    );
+    let order: Vec<String> = store
+        .versions(plugin.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| v.version)
+        .collect();
+    assert_eq!(order, ["2.0.0-rc.1", "1.10.0", "1.9.3", "1.2.0"]);
+}
+
+#[tokio::test]
+async fn same_name_under_two_publishers_are_two_plugins() {
+    let store = Store::open_in_memory().await.unwrap();
+    let def = with_version("gateway", "1.0.0");
+    store.insert_version("acme", &def, NOW).await.unwrap();
+    store.insert_version("globex", &def, NOW).await.unwrap();
+    let page = store.list_plugins(&PluginQuery::default()).await.unwrap();
+    let who: Vec<(&str, &str)> = page
+        .items
+        .iter()
+        .map(|p| (p.publisher.as_str(), p.name.as_str()))
+        .collect();
+    assert_eq!(who, [("acme", "gateway"), ("globex", "gateway")]);
+}
+
+#[tokio::test]
+async fn data_survives_reopening_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db");
+    let def: Definition = with_version("storage", "3.1.4");
+    {
+        let store = Store::open(&db).await.unwrap();
+        store.insert_version("acme", &def, NOW).await.unwrap();
+        store.close().await;
+    }
+    let store = Store::open(&db).await.unwrap();
+    let plugin = store
+        .plugin("acme", "storage")
+        .await
+        .unwrap()
+        .expect("still there");
+    let (record, stored) = store
+        .definition(plugin.id, "v3.1.4")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(record.hash, def.hash);
+    assert_eq!(stored.bytes, def.bytes);
+}
