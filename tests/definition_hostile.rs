@@ -511,7 +511,7 @@ fn sixty_four_character_name_is_refused() {
 }
 
 #[test]
-fn escape_sequence_in_name_is_quoted_escaped() {
+fn escape_sequence_in_name_is_refused_and_escaped() {
     let p = refused_once(with_line(L_NAME, r#"  name: "\e[2Jdemo""#));
     assert_problem(&p, "metadata.name", Some(L_NAME), "DNS-1123 label");
 }

@@ -408,3 +408,14 @@ async fn oversized_headers_are_refused() {
     assert_eq!(r.status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
     assert_eq!(r.json()["error"]["code"], "headers_too_large");
 }
+
+#[tokio::test]
+async fn oversized_bodies_are_refused_before_they_are_read() {
+    let s = state().await;
+    let body = vec![b'a'; marketplace::server::MAX_BODY_BYTES + 1];
+    let req = Request::post("/api/v1/plugins")
+        .header(header::CONTENT_LENGTH, body.len())
+        .body(Body::from(body))
+        .unwrap();
+    assert_eq!(send(&s, req).await.status, StatusCode::PAYLOAD_TOO_LARGE);
+}

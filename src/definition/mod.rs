@@ -38,7 +38,8 @@ impl Problem {
         message: impl Into<String>,
     ) -> Self {
         Problem {
-            path: path.into(),
+            // Paths can hold a hostile key name, so they are escaped like messages.
+            path: sanitize(&path.into()),
             line: pos.map(|p| p.line),
             column: pos.map(|p| p.column),
             message: sanitize(&message.into()),

@@ -43,7 +43,11 @@ pub(super) fn parse_manifest(bytes: &[u8]) -> Result<Manifest, InvalidDefinition
         let pos = position_of(bytes, e.valid_up_to());
         InvalidDefinition::one(Problem::at("", Some(pos), "file is not valid UTF-8"))
     })?;
-    if text.trim().is_empty() {
+    let has_content = text
+        .lines()
+        .map(str::trim)
+        .any(|l| !l.is_empty() && !l.starts_with('#'));
+    if !has_content {
         return Err(whole(
             "file is empty; expected a PluginDefinition document".into(),
         ));

@@ -81,14 +81,12 @@ pub(super) fn validate(m: &Manifest) -> Result<(semver::Version, ImageRef), Inva
         md.license.as_ref(),
         MAX_SHORT_TEXT,
     );
-    if let Some(icon) = &md.icon {
-        if !is_dns_label(icon) {
-            p.add(
-                "metadata.icon",
-                icon,
-                "icon names are lowercase words joined by `-` (at most 63 characters)",
-            );
-        }
+    if let Some(icon) = md.icon.as_ref().filter(|i| !is_dns_label(i)) {
+        p.add(
+            "metadata.icon",
+            icon,
+            "icon names are lowercase words joined by `-` (at most 63 characters)",
+        );
     }
     for (field, url) in [
         ("homepage", &md.urls.homepage),
@@ -186,7 +184,11 @@ pub(super) fn validate(m: &Manifest) -> Result<(semver::Version, ImageRef), Inva
 
     match (version, image) {
         (Some(v), Some(i)) if p.0.is_empty() => Ok((v, i)),
-        _ => Err(InvalidDefinition { problems: p.0 }),
+        _ => {
+            // Reported in file order, as an author reads the file.
+            p.0.sort_by_key(|x| (x.line, x.column));
+            Err(InvalidDefinition { problems: p.0 })
+        }
     }
 }
 

@@ -88,6 +88,7 @@ fn first_sentences(text: &str, max: usize) -> String {
     }
     let cut: String = text.chars().take(max).collect();
     let cut = cut.rsplit_once(' ').map_or(cut.as_str(), |(a, _)| a);
+    let cut = cut.trim_end_matches(|c: char| c.is_ascii_punctuation());
     format!("{cut}…")
 }
 

@@ -1,0 +1,118 @@
+//! The `marketplace` command line, run as a user would.
+
+use std::process::{Command, Output};
+
+fn marketplace(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_marketplace"))
+        .args(args)
+        .output()
+        .expect("binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+const CATALOG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/catalog");
+
+#[test]
+fn validate_accepts_the_builtin_catalog() {
+    let out = marketplace(&["validate", CATALOG]);
+    let n = marketplace::catalog::builtin::definitions().unwrap().len();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&format!("{n} valid, 0 invalid")));
+}
+
+#[test]
+fn validate_reports_file_line_col_path_and_message_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    let good = std::fs::read_to_string(format!("{CATALOG}/gateway.yaml")).unwrap();
+    // Break the image on its own line, leaving everything else valid.
+    let image_line = good
+        .lines()
+        .position(|l| l.trim_start().starts_with("image:"))
+        .unwrap();
+    let broken: Vec<String> = good
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            if i == image_line {
+                "  image: ghcr.io/fundament-oss/plugins/gateway:v1".to_owned()
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    std::fs::write(&bad, broken.join("\n")).unwrap();
+
+    let out = marketplace(&[
+        "validate",
+        bad.to_str().unwrap(),
+        &format!("{CATALOG}/gateway.yaml"),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    let expected = format!(
+        "{}:{}:10: spec.image: image `ghcr.io/fundament-oss/plugins/gateway:v1` is not pinned by digest",
+        bad.display(),
+        image_line + 1
+    );
+    assert!(text.starts_with(&expected), "got: {text}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 valid, 1 invalid"));
+
+    let out = marketplace(&["validate", "--format", "json", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["invalid"], 1);
+    let problem = &json["files"][0]["problems"][0];
+    assert_eq!(problem["path"], "spec.image");
+    assert_eq!(problem["line"], image_line as u64 + 1);
+}
+
+#[test]
+fn validate_json_reports_the_hash_of_valid_files() {
+    let file = format!("{CATALOG}/storage.yaml");
+    let out = marketplace(&["validate", "--format", "json", &file]);
+    assert_eq!(out.status.code(), Some(0));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let bytes = std::fs::read(&file).unwrap();
+    assert_eq!(
+        json["files"][0]["hash"],
+        marketplace::definition::definition_hash(&bytes)
+    );
+    assert_eq!(json["files"][0]["name"], "storage");
+}
+
+#[test]
+fn validate_fails_on_missing_paths_and_empty_folders() {
+    let out = marketplace(&["validate", "/definitely/not/here.yaml"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("cannot read"));
+    let empty = tempfile::tempdir().unwrap();
+    let out = marketplace(&["validate", empty.path().to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "nothing validated is not success"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no definition files found"));
+}
+
+#[test]
+fn version_and_env_configuration() {
+    let out = marketplace(&["--version"]);
+    assert!(stdout(&out).contains(env!("CARGO_PKG_VERSION")));
+    // MARKETPLACE_FORMAT selects the output format like --format does.
+    let out = Command::new(env!("CARGO_BIN_EXE_marketplace"))
+        .args(["validate", &format!("{CATALOG}/backup.yaml")])
+        .env("MARKETPLACE_FORMAT", "json")
+        .output()
+        .unwrap();
+    assert!(serde_json::from_str::<serde_json::Value>(&stdout(&out)).is_ok());
+}
