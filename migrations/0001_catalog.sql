@@ -1,5 +1,5 @@
 -- Catalog schema. Portable SQL (no SQLite-only types) so a PostgreSQL store can share it
--- closely; times are Unix seconds.
+-- closely, except the full-text index at the end; times are Unix seconds.
 
 CREATE TABLE publishers (
     id          INTEGER PRIMARY KEY,
@@ -19,7 +19,6 @@ CREATE TABLE plugins (
     display_name    TEXT    NOT NULL DEFAULT '',
     description     TEXT    NOT NULL DEFAULT '',
     tags            TEXT    NOT NULL DEFAULT '',   -- space-separated, for display
-    search_text     TEXT    NOT NULL DEFAULT '',   -- lowercased name, title, description, tags
     internet_access BOOLEAN NOT NULL DEFAULT FALSE,
     privileged      BOOLEAN NOT NULL DEFAULT FALSE,
     kube_system     BOOLEAN NOT NULL DEFAULT FALSE,
@@ -59,3 +58,11 @@ CREATE TABLE plugin_links (
     PRIMARY KEY (plugin_id, kind, target)
 );
 CREATE INDEX plugin_links_target ON plugin_links (target);
+
+-- Full-text index over the latest listed version of each plugin (rowid = plugins.id),
+-- rewritten with the summary. SQLite-specific: a PostgreSQL store would use tsvector.
+CREATE VIRTUAL TABLE plugin_search USING fts5(
+    name, display_name, description, tags,
+    tokenize = 'unicode61 remove_diacritics 2',
+    prefix = '2 3'
+);

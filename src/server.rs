@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use axum::extract::{MatchedPath, Request};
-use axum::http::StatusCode;
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 use tracing::Span;
@@ -21,6 +22,7 @@ pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 /// Total size of all request headers.
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 pub const DATABASE_FILE: &str = "marketplace.db";
 
@@ -42,7 +44,18 @@ pub fn prepare_data_dir(dir: &Path) -> std::io::Result<PathBuf> {
 /// Middleware applied to every route. The last layer added runs first: tracing sees
 /// every request, including those the limits refuse.
 pub fn with_layers<S: Clone + Send + Sync + 'static>(router: axum::Router<S>) -> axum::Router<S> {
+    let header = |name: &'static str, value: &'static str| {
+        SetResponseHeaderLayer::if_not_present(
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        )
+    };
     router
+        // Pages use no scripts, so the policy can forbid them outright.
+        .layer(header("content-security-policy", CONTENT_SECURITY_POLICY))
+        .layer(header("x-content-type-options", "nosniff"))
+        .layer(header("referrer-policy", "no-referrer"))
+        .layer(header("x-frame-options", "DENY"))
         .layer(middleware::from_fn(limit_headers))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -65,6 +65,14 @@ async fn search_matches_name_description_and_tags() {
     assert_eq!(r["total"], 0);
     // `%` is literal text, not a wildcard.
     assert_eq!(get(&s, "/api/v1/plugins?q=%25").await.json()["total"], 0);
+    // Words match as prefixes of words: `cert` and `manag` both find cert-manager.
+    for q in ["cert", "manag", "CERT-MANAGER"] {
+        let r = get(&s, &format!("/api/v1/plugins?q={q}")).await.json();
+        assert!(names(&r).contains(&"cert-manager".to_owned()), "{q}: {r}");
+    }
+    // FTS5 syntax in the query is treated as words, never as operators.
+    let r = get(&s, "/api/v1/plugins?q=%22storage%22+OR+NEAR(").await;
+    assert_eq!(r.status, StatusCode::OK);
     // Searching by an exact name ranks that plugin first.
     let r = get(&s, "/api/v1/plugins?q=storage").await.json();
     assert_eq!(names(&r)[0], "storage");
@@ -320,6 +328,22 @@ async fn raw_definition_is_the_exact_bytes() {
                 .starts_with("application/yaml")
         );
     }
+    let uri = format!(
+        "/api/v1/plugins/fundament/gateway/versions/{}/definition",
+        def.version_text()
+    );
+    let req = Request::get(&uri)
+        .header(header::IF_NONE_MATCH, format!("\"{}\"", def.hash))
+        .body(Body::empty())
+        .unwrap();
+    let cached = send(&s, req).await;
+    assert_eq!(cached.status, StatusCode::NOT_MODIFIED);
+    assert!(cached.body.is_empty());
+    let req = Request::get(&uri)
+        .header(header::IF_NONE_MATCH, "\"sha256:other\"")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(send(&s, req).await.status, StatusCode::OK);
     let missing = get(
         &s,
         "/api/v1/plugins/fundament/gateway/versions/9.9.9/definition",
@@ -385,6 +409,13 @@ async fn health_readiness_and_static_files() {
     let s = state().await;
     assert_eq!(get(&s, "/healthz").await.json()["status"], "ok");
     assert_eq!(get(&s, "/readyz").await.json()["status"], "ready");
+    let page = get(&s, "/").await;
+    let csp = page.headers["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("style-src 'self'"),
+        "{csp}"
+    );
+    assert_eq!(page.headers["x-content-type-options"], "nosniff");
     let css = get(&s, "/static/style.css").await;
     assert_eq!(css.status, StatusCode::OK);
     assert!(css.body.contains("prefers-color-scheme: dark"));

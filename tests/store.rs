@@ -114,3 +114,27 @@ async fn data_survives_reopening_the_file() {
     assert_eq!(record.hash, def.hash);
     assert_eq!(stored.bytes, def.bytes);
 }
+
+#[tokio::test]
+async fn facets_follow_writes_at_once() {
+    let store = Store::open_in_memory().await.unwrap();
+    builtin::load(&store, NOW).await.unwrap();
+    let before = store.facets().await.unwrap();
+    assert!(!before.publishers.contains(&"acme".to_owned()));
+    store
+        .insert_version("acme", &with_version("gateway", "9.0.0"), NOW)
+        .await
+        .unwrap();
+    let after = store.facets().await.unwrap();
+    assert!(
+        after.publishers.contains(&"acme".to_owned()),
+        "cache cleared by the write"
+    );
+    let count = |f: &marketplace::store::Facets, tag: &str| {
+        f.tags.iter().find(|(t, _)| t == tag).map(|(_, n)| *n)
+    };
+    assert_eq!(
+        count(&after, "ingress"),
+        count(&before, "ingress").map(|n| n + 1)
+    );
+}

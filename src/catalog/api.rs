@@ -2,7 +2,7 @@
 
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::header;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
@@ -80,6 +80,7 @@ async fn versions(
 pub(crate) async fn raw_definition(
     State(state): State<AppState>,
     Path((publisher, name, version)): Path<(String, String, String)>,
+    headers: HeaderMap,
 ) -> Result<Response, HttpError> {
     let missing =
         || CatalogError::NotFound(format!("version {version} of plugin {publisher}/{name}"));
@@ -93,6 +94,10 @@ pub(crate) async fn raw_definition(
         .definition(plugin.id, &version)
         .await?
         .ok_or_else(missing)?;
+    let etag = format!("\"{}\"", record.hash);
+    if if_none_match(&headers, &etag) {
+        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
+    }
     let filename = format!("{}-{}.yaml", def.name(), record.version);
     Ok((
         [
@@ -100,7 +105,7 @@ pub(crate) async fn raw_definition(
                 header::CONTENT_TYPE,
                 "application/yaml; charset=utf-8".to_owned(),
             ),
-            (header::ETAG, format!("\"{}\"", record.hash)),
+            (header::ETAG, etag),
             (
                 header::CONTENT_DISPOSITION,
                 format!("inline; filename=\"{filename}\""),
@@ -113,4 +118,15 @@ pub(crate) async fn raw_definition(
         def.bytes,
     )
         .into_response())
+}
+
+/// True when the client already holds this entity (RFC 9110 weak comparison).
+fn if_none_match(headers: &HeaderMap, etag: &str) -> bool {
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().trim_start_matches("W/"))
+        .any(|t| t == etag || t == "*")
 }

@@ -84,3 +84,37 @@ pub enum LoadError {
     #[error(transparent)]
     Store(#[from] StoreError),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Fails the build's test run when any embedded definition is invalid or misnamed.
+    #[test]
+    fn every_builtin_is_valid_and_named_after_its_file() {
+        let defs = definitions().unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            defs.len() >= 6,
+            "the built-in catalog holds at least six plugins"
+        );
+        let mut names: Vec<&str> = defs.iter().map(Definition::name).collect();
+        names.dedup();
+        assert_eq!(names.len(), defs.len());
+    }
+
+    #[test]
+    fn dependencies_between_builtins_resolve() {
+        let defs = definitions().unwrap();
+        let names: Vec<&str> = defs.iter().map(Definition::name).collect();
+        for d in &defs {
+            for dep in &d.manifest.spec.dependencies {
+                assert!(
+                    names.contains(&dep.as_str()),
+                    "{} depends on missing {}",
+                    d.name(),
+                    dep.as_str()
+                );
+            }
+        }
+    }
+}

@@ -6,14 +6,15 @@ mod query;
 
 use std::path::Path;
 use std::str::FromStr;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
 use crate::definition::Definition;
 
-pub use query::{Page, PluginQuery, PluginSummary, Sort};
+pub use query::{Page, PluginQuery, PluginSummary, Sort, search_expression};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -71,9 +72,22 @@ pub struct PluginRef {
     pub display_name: String,
 }
 
+/// Tags (with counts) and publishers, for the catalog's filter controls.
+#[derive(Debug, Clone, Default)]
+pub struct Facets {
+    pub tags: Vec<(String, i64)>,
+    pub publishers: Vec<String>,
+}
+
+/// How long cached facets may lag a write made by another process (a second replica);
+/// this process's own writes clear the cache at once.
+const FACETS_TTL: Duration = Duration::from_secs(30);
+
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
+    /// Facets change only on publish but are shown on every catalog page.
+    facets: Arc<Mutex<Option<(Instant, Arc<Facets>)>>>,
 }
 
 impl Store {
@@ -85,8 +99,11 @@ impl Store {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(5));
-        Self::connect(options, 8).await
+            .busy_timeout(Duration::from_secs(5))
+            // 16 MiB page cache per connection keeps the catalog tables and search index
+            // in memory at 10,000 plugins (SQLite's default is 2 MiB).
+            .pragma("cache_size", "-16384");
+        Self::connect(options, 4).await
     }
 
     /// A private in-memory database, for tests.
@@ -102,7 +119,10 @@ impl Store {
             .connect_with(options)
             .await?;
         sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Store { pool })
+        Ok(Store {
+            pool,
+            facets: Arc::default(),
+        })
     }
 
     /// Cheap round trip, for readiness checks.
@@ -196,6 +216,7 @@ impl Store {
             write_summary(&mut tx, plugin_id, def, now).await?;
         }
         tx.commit().await?;
+        *self.facets.lock().expect("facets lock") = None;
         Ok(Inserted::New)
     }
 
@@ -324,22 +345,26 @@ impl Store {
         Ok(rows.into_iter().map(plugin_ref).collect())
     }
 
-    /// Tags of listed plugins with their counts, most used first.
-    pub async fn tags(&self) -> Result<Vec<(String, i64)>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT t.tag, COUNT(*) AS n FROM plugin_tags t JOIN plugins p ON p.id = t.plugin_id
-             WHERE p.latest_version IS NOT NULL GROUP BY t.tag ORDER BY n DESC, t.tag LIMIT 50",
+    /// Tags of listed plugins with their counts (most used first, at most 50) and the
+    /// publishers, cached; see [`FACETS_TTL`].
+    pub async fn facets(&self) -> Result<Arc<Facets>, StoreError> {
+        if let Some((at, facets)) = self.facets.lock().expect("facets lock").as_ref() {
+            if at.elapsed() < FACETS_TTL {
+                return Ok(facets.clone());
+            }
+        }
+        // plugin_tags only holds rows for listed plugins, so no join is needed.
+        let tags = sqlx::query_as(
+            "SELECT tag, COUNT(*) AS n FROM plugin_tags GROUP BY tag ORDER BY n DESC, tag LIMIT 50",
         )
         .fetch_all(&self.pool)
-        .await?)
-    }
-
-    pub async fn publishers(&self) -> Result<Vec<String>, StoreError> {
-        Ok(
-            sqlx::query_scalar("SELECT name FROM publishers ORDER BY name")
-                .fetch_all(&self.pool)
-                .await?,
-        )
+        .await?;
+        let publishers = sqlx::query_scalar("SELECT name FROM publishers ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
+        let facets = Arc::new(Facets { tags, publishers });
+        *self.facets.lock().expect("facets lock") = Some((Instant::now(), facets.clone()));
+        Ok(facets)
     }
 
     pub(crate) fn pool(&self) -> &SqlitePool {
@@ -392,29 +417,34 @@ async fn write_summary(
     now: i64,
 ) -> Result<(), StoreError> {
     let tags: Vec<&str> = def.tags().collect();
-    let search_text = [
-        def.name(),
-        def.display_name(),
-        def.description(),
-        &tags.join(" "),
-    ]
-    .join(" ")
-    .to_lowercase();
     let req = def.requirements();
     sqlx::query(
-        "UPDATE plugins SET latest_version = ?, display_name = ?, description = ?, tags = ?, search_text = ?,
+        "UPDATE plugins SET latest_version = ?, display_name = ?, description = ?, tags = ?,
          internet_access = ?, privileged = ?, kube_system = ?, updated_at = ? WHERE id = ?",
     )
     .bind(def.version_text())
     .bind(def.display_name())
     .bind(def.description())
     .bind(tags.join(" "))
-    .bind(search_text)
     .bind(req.internet_access)
     .bind(req.privileged)
     .bind(req.kube_system_deployment)
     .bind(now)
     .bind(plugin_id)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query("DELETE FROM plugin_search WHERE rowid = ?")
+        .bind(plugin_id)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query(
+        "INSERT INTO plugin_search (rowid, name, display_name, description, tags) VALUES (?, ?, ?, ?, ?)",
+    )
+    .bind(plugin_id)
+    .bind(def.name())
+    .bind(def.display_name())
+    .bind(def.description())
+    .bind(tags.join(" "))
     .execute(&mut **tx)
     .await?;
     sqlx::query("DELETE FROM plugin_tags WHERE plugin_id = ?")

@@ -18,7 +18,8 @@ pub enum Sort {
 /// A validated catalog query; [`crate::catalog`] builds it from request parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PluginQuery {
-    /// Lowercased search terms; a plugin matches when it contains every term.
+    /// Lowercased search words; a plugin matches when every word is a prefix of a word
+    /// in its name, title, description or tags.
     pub terms: Vec<String>,
     pub tag: Option<String>,
     pub publisher: Option<String>,
@@ -69,33 +70,49 @@ pub struct Page<T> {
 
 impl Store {
     pub async fn list_plugins(&self, q: &PluginQuery) -> Result<Page<PluginSummary>, StoreError> {
-        let mut count = QueryBuilder::<Sqlite>::new(
-            "SELECT COUNT(*) FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id",
-        );
-        push_filters(&mut count, q);
+        let search = if q.terms.is_empty() {
+            None
+        } else {
+            match search_expression(&q.terms) {
+                Some(expr) => Some(expr),
+                // Words without letters or digits can match nothing.
+                None => {
+                    return Ok(Page {
+                        items: Vec::new(),
+                        total: 0,
+                    });
+                }
+            }
+        };
+
+        let mut count = QueryBuilder::<Sqlite>::new("SELECT COUNT(*) FROM plugins p");
+        push_from(&mut count, q, search.as_deref());
         let total: i64 = count.build_query_scalar().fetch_one(self.pool()).await?;
+        if total == 0 {
+            return Ok(Page {
+                items: Vec::new(),
+                total,
+            });
+        }
 
         let mut select = QueryBuilder::<Sqlite>::new(
             "SELECT pub.name AS publisher, p.name, p.display_name, p.description, p.latest_version, p.tags,
                     p.internet_access, p.privileged, p.kube_system, p.updated_at
-             FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id",
+             FROM plugins p",
         );
-        push_filters(&mut select, q);
+        push_from(&mut select, q, search.as_deref());
         select.push(" ORDER BY ");
         match q.sort {
             Sort::Updated => {
                 select.push("p.updated_at DESC, ");
             }
-            Sort::Relevance if !q.terms.is_empty() => {
-                let joined = q.terms.join("-");
+            Sort::Relevance if search.is_some() => {
+                // An exact name first, then bm25 with the name weighted highest.
                 select
                     .push("(p.name = ")
-                    .push_bind(joined.clone())
+                    .push_bind(q.terms.join("-"))
                     .push(") DESC, ");
-                select
-                    .push("(p.name LIKE ")
-                    .push_bind(format!("{}%", escape_like(&joined)))
-                    .push(" ESCAPE '\\') DESC, ");
+                select.push("bm25(plugin_search, 10.0, 5.0, 1.0, 3.0), ");
             }
             Sort::Relevance | Sort::Name => {}
         }
@@ -129,13 +146,14 @@ impl Store {
     }
 }
 
-fn push_filters(qb: &mut QueryBuilder<Sqlite>, q: &PluginQuery) {
-    qb.push(" WHERE p.latest_version IS NOT NULL");
-    for term in &q.terms {
-        qb.push(" AND p.search_text LIKE ")
-            .push_bind(format!("%{}%", escape_like(term)))
-            .push(" ESCAPE '\\'");
+/// Joins and conditions shared by the count and the page query.
+fn push_from(qb: &mut QueryBuilder<Sqlite>, q: &PluginQuery, search: Option<&str>) {
+    qb.push(" JOIN publishers pub ON pub.id = p.publisher_id");
+    if let Some(expr) = search {
+        qb.push(" JOIN plugin_search ON plugin_search.rowid = p.id AND plugin_search MATCH ")
+            .push_bind(expr.to_owned());
     }
+    qb.push(" WHERE p.latest_version IS NOT NULL");
     if let Some(tag) = &q.tag {
         qb.push(" AND EXISTS (SELECT 1 FROM plugin_tags t WHERE t.plugin_id = p.id AND t.tag = ")
             .push_bind(tag.clone())
@@ -155,9 +173,36 @@ fn push_filters(qb: &mut QueryBuilder<Sqlite>, q: &PluginQuery) {
     }
 }
 
-/// Search terms are literal text: `%` and `_` must not act as wildcards.
-fn escape_like(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('%', "\\%")
-        .replace('_', "\\_")
+/// The FTS5 query for search words: every word must match, each as a token prefix
+/// (`cert` finds `cert-manager` and `certificates`). Input never reaches FTS5 syntax:
+/// words are split into letter/digit tokens and each is quoted. `None` when no token is
+/// left.
+pub fn search_expression(terms: &[String]) -> Option<String> {
+    let tokens: Vec<String> = terms
+        .iter()
+        .flat_map(|t| t.split(|c: char| !c.is_alphanumeric()))
+        .filter(|t| !t.is_empty())
+        .map(|t| format!("\"{}\"*", t.to_lowercase()))
+        .collect();
+    (!tokens.is_empty()).then(|| tokens.join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::search_expression;
+
+    #[test]
+    fn search_words_become_quoted_prefix_tokens() {
+        let terms = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            search_expression(&terms(&["cert-manager", "TLS"])).as_deref(),
+            Some("\"cert\"* \"manager\"* \"tls\"*")
+        );
+        // FTS5 operators and quotes are not passed through.
+        assert_eq!(
+            search_expression(&terms(&["a\"OR", "NEAR(x"])).as_deref(),
+            Some("\"a\"* \"or\"* \"near\"* \"x\"*")
+        );
+        assert_eq!(search_expression(&terms(&["%", "--"])), None);
+    }
 }

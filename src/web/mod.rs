@@ -69,9 +69,8 @@ async fn catalog_page(
     let params = parse_params(raw.as_deref())?;
     let query = params.to_query()?;
     let page = state.store.list_plugins(&query).await?;
-    let tags = state.store.tags().await?;
-    let publishers = state.store.publishers().await?;
-    Ok(CatalogPage::new(&params, &query, page, tags, publishers))
+    let facets = state.store.facets().await?;
+    Ok(CatalogPage::new(&params, &query, page, &facets))
 }
 
 async fn plugin_page(

@@ -7,7 +7,7 @@ use askama_web::WebTemplate;
 use crate::catalog::rbac::AccessLevel;
 use crate::catalog::{CatalogParams, Link, PluginDetail};
 use crate::definition::MenuEntry;
-use crate::store::{Page, PluginQuery, PluginSummary, Sort};
+use crate::store::{Facets, Page, PluginQuery, PluginSummary, Sort};
 
 pub struct Badge {
     pub label: &'static str,
@@ -119,8 +119,7 @@ impl CatalogPage {
         params: &CatalogParams,
         q: &PluginQuery,
         page: Page<PluginSummary>,
-        tags: Vec<(String, i64)>,
-        publishers: Vec<String>,
+        facets: &Facets,
     ) -> Self {
         let pages = u32::try_from((page.total + i64::from(q.per_page) - 1) / i64::from(q.per_page))
             .unwrap_or(u32::MAX)
@@ -183,8 +182,8 @@ impl CatalogPage {
             pages,
             prev_url: (q.page > 1).then(|| url_for(q.page - 1)),
             next_url: (q.page < pages).then(|| url_for(q.page + 1)),
-            tags,
-            publishers,
+            tags: facets.tags.clone(),
+            publishers: facets.publishers.clone(),
         }
     }
 }
