@@ -83,11 +83,13 @@ pub struct Facets {
 /// this process's own writes clear the cache at once.
 const FACETS_TTL: Duration = Duration::from_secs(30);
 
+type CachedFacets = (Instant, Arc<Facets>);
+
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
     /// Facets change only on publish but are shown on every catalog page.
-    facets: Arc<Mutex<Option<(Instant, Arc<Facets>)>>>,
+    facets: Arc<Mutex<Option<CachedFacets>>>,
 }
 
 impl Store {
@@ -348,10 +350,14 @@ impl Store {
     /// Tags of listed plugins with their counts (most used first, at most 50) and the
     /// publishers, cached; see [`FACETS_TTL`].
     pub async fn facets(&self) -> Result<Arc<Facets>, StoreError> {
-        if let Some((at, facets)) = self.facets.lock().expect("facets lock").as_ref() {
-            if at.elapsed() < FACETS_TTL {
-                return Ok(facets.clone());
-            }
+        if let Some((_, facets)) = self
+            .facets
+            .lock()
+            .expect("facets lock")
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < FACETS_TTL)
+        {
+            return Ok(facets.clone());
         }
         // plugin_tags only holds rows for listed plugins, so no join is needed.
         let tags = sqlx::query_as(
