@@ -105,6 +105,24 @@ pub struct Definition {
 
 impl Definition {
     /// Parses and validates; the only way to obtain a `Definition`.
+    ///
+    /// ```
+    /// use marketplace::definition::Definition;
+    ///
+    /// let yaml = "apiVersion: fundament.io/v1
+    /// kind: PluginDefinition
+    /// metadata: { name: hello, version: v1.2.3 }
+    /// spec:
+    ///   image: ghcr.io/example/hello@sha256:0000000000000000000000000000000000000000000000000000000000000000
+    /// ";
+    /// let def = Definition::parse(yaml.as_bytes()).unwrap();
+    /// assert_eq!(def.namespace(), "plugin-hello-v1");
+    /// assert!(def.hash.starts_with("sha256:"));
+    ///
+    /// let err = Definition::parse(yaml.replace("@sha256:", ":v1#").as_bytes()).unwrap_err();
+    /// assert_eq!(err.problems[0].path, "spec.image");
+    /// assert_eq!(err.problems[0].line, Some(5));
+    /// ```
     pub fn parse(bytes: &[u8]) -> Result<Definition, InvalidDefinition> {
         let manifest = parse::parse_manifest(bytes)?;
         let (version, image) = validate::validate(&manifest)?;
