@@ -4,8 +4,8 @@ FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
 # Dependencies first, so source edits reuse the cached dependency layer.
 COPY Cargo.toml Cargo.lock build.rs ./
-RUN mkdir -p src benches && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
-    && echo 'fn main() {}' > benches/catalog.rs \
+RUN mkdir -p src benches/catalog && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+    && echo 'fn main() {}' > benches/catalog/main.rs \
     && mkdir -p catalog static templates migrations \
     && cargo fetch --locked
 COPY . .
