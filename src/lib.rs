@@ -11,6 +11,7 @@ pub mod http;
 pub mod ops;
 pub mod server;
 pub mod store;
+pub mod trust;
 pub mod web;
 
 use axum::Router;

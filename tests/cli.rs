@@ -116,3 +116,38 @@ fn version_and_env_configuration() {
         .unwrap();
     assert!(serde_json::from_str::<serde_json::Value>(&stdout(&out)).is_ok());
 }
+
+#[test]
+fn keys_generate_writes_a_private_pkcs8_key_and_its_public_half() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("publisher.pem");
+    let out = marketplace(&["keys", "generate", "--out", key.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    let loaded = marketplace::trust::SigningKey::load(&key).expect("a valid 0600 PKCS#8 key");
+    let public = loaded.public();
+    assert!(
+        text.contains(&format!("key id:      {}", public.key_id())),
+        "{text}"
+    );
+    assert!(text.contains(&public.hex()));
+    let pem = std::fs::read_to_string(&key).unwrap();
+    assert!(
+        !text.contains(pem.lines().nth(1).unwrap()),
+        "private material never printed"
+    );
+    let pub_file = dir.path().join("publisher.pem.pub");
+    let parsed = marketplace::trust::PublicKey::parse(pub_file.to_str().unwrap()).unwrap();
+    assert_eq!(parsed, public);
+
+    // A second run refuses to replace the key.
+    let again = marketplace(&["keys", "generate", "--out", key.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("refusing to overwrite"));
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), pem);
+}

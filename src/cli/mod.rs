@@ -1,6 +1,7 @@
 //! The `marketplace` command line. Each subcommand is a thin layer over the library;
 //! this is the only place (with background tasks) that uses `anyhow`.
 
+mod keys;
 mod serve;
 mod validate;
 
@@ -25,6 +26,8 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Check plugin definition files (or folders of them) and report every problem.
     Validate(validate::ValidateArgs),
+    /// Manage ed25519 signing keys for the signed index.
+    Keys(keys::KeysArgs),
 }
 
 pub fn run() -> ExitCode {
@@ -32,6 +35,7 @@ pub fn run() -> ExitCode {
     match cli.command {
         Command::Serve(args) => report(serve::run(args)),
         Command::Validate(args) => validate::run(args),
+        Command::Keys(args) => report(keys::run(args)),
     }
 }
 
