@@ -59,8 +59,10 @@ impl fmt::Debug for SigningKey {
 
 impl SigningKey {
     pub fn generate() -> Result<SigningKey, KeyError> {
-        let doc =
-            Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).map_err(|_| KeyError::Generate)?;
+        // PKCS#8 v1, as `openssl genpkey -algorithm ED25519` writes it; aws-lc's default
+        // v2 form (with the public key appended) is refused by OpenSSL 3.0.
+        let doc = Ed25519KeyPair::generate_pkcs8v1(&SystemRandom::new())
+            .map_err(|_| KeyError::Generate)?;
         Self::from_pkcs8_der(doc.as_ref().to_vec(), "<generated>")
     }
 
@@ -116,7 +118,10 @@ impl SigningKey {
             path: shown.clone(),
             source,
         };
-        let pem = pem::encode(&pem::Pem::new(PEM_TAG, self.pkcs8.clone()));
+        let pem = pem::encode_config(
+            &pem::Pem::new(PEM_TAG, self.pkcs8.clone()),
+            pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF),
+        );
         let dir = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -318,6 +323,23 @@ mod tests {
             SigningKey::load(&junk),
             Err(KeyError::NotAKey { .. })
         ));
+    }
+
+    /// A test-only key made by `openssl genpkey -algorithm ED25519`.
+    const OPENSSL_KEY: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIM+iNfAmbPdyx00sTlQkptVbEVJ5v8/PVwnr2TDTt+Yq\n-----END PRIVATE KEY-----\n";
+    const OPENSSL_PUBLIC: &str = "dda371681548f73615a620dada12833b99f75f7efa842eb724e75f15928f68c2";
+
+    #[test]
+    fn reads_keys_made_by_openssl() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("openssl.pem");
+        std::fs::write(&path, OPENSSL_KEY).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+        assert_eq!(SigningKey::load(&path).unwrap().public().hex(), OPENSSL_PUBLIC);
     }
 
     #[test]
