@@ -2,7 +2,7 @@
 //! renders as `{"error": {"code", "message"}}`. Pages wrap it to render HTML instead.
 
 use axum::Json;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
@@ -75,4 +75,15 @@ impl IntoResponse for HttpError {
         };
         (self.status, Json(body)).into_response()
     }
+}
+
+/// True when the client already holds this entity (RFC 9110 weak comparison).
+pub fn client_has(headers: &HeaderMap, etag: &str) -> bool {
+    headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().trim_start_matches("W/"))
+        .any(|t| t == etag || t == "*")
 }

@@ -28,6 +28,7 @@ pub fn app(state: AppState) -> Router {
         .merge(web::router())
         .merge(catalog::api::router())
         .merge(ops::router())
+        .merge(trust::http::router())
         .fallback(web::not_found);
     server::with_layers(routes).with_state(state)
 }

@@ -95,7 +95,7 @@ pub(crate) async fn raw_definition(
         .await?
         .ok_or_else(missing)?;
     let etag = format!("\"{}\"", record.hash);
-    if if_none_match(&headers, &etag) {
+    if crate::http::client_has(&headers, &etag) {
         return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
     }
     let filename = format!("{}-{}.yaml", def.name(), record.version);
@@ -118,15 +118,4 @@ pub(crate) async fn raw_definition(
         def.bytes,
     )
         .into_response())
-}
-
-/// True when the client already holds this entity (RFC 9110 weak comparison).
-fn if_none_match(headers: &HeaderMap, etag: &str) -> bool {
-    headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|t| t.trim().trim_start_matches("W/"))
-        .any(|t| t == etag || t == "*")
 }

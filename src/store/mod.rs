@@ -3,6 +3,7 @@
 //! know about pages.
 
 mod query;
+mod tuf;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -15,6 +16,7 @@ use sqlx::{Row, SqlitePool};
 use crate::definition::Definition;
 
 pub use query::{Page, PluginQuery, PluginSummary, Sort, search_expression};
+pub use tuf::StoredMetadata;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -31,6 +33,8 @@ pub enum StoreError {
         version: String,
         existing: String,
     },
+    #[error("metadata {role} version {version} already exists")]
+    MetadataExists { role: String, version: u64 },
     #[error("stored definition {0} no longer parses: {1}")]
     Corrupt(String, crate::definition::InvalidDefinition),
 }
@@ -306,6 +310,26 @@ impl Store {
             yanked: r.get("yanked"),
         };
         Ok(Some((record, def)))
+    }
+
+    /// The bytes of a stored version by its hash, yanked or not: a pinned hash stays
+    /// downloadable.
+    pub async fn definition_by_hash(
+        &self,
+        publisher: &str,
+        name: &str,
+        hash: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT v.definition FROM plugin_versions v JOIN plugins p ON p.id = v.plugin_id
+             JOIN publishers pub ON pub.id = p.publisher_id
+             WHERE pub.name = ? AND p.name = ? AND v.hash = ?",
+        )
+        .bind(publisher)
+        .bind(name)
+        .bind(hash)
+        .fetch_optional(&self.pool)
+        .await?)
     }
 
     /// Listed plugins with any of these names, for resolving dependency links.

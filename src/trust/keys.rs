@@ -339,7 +339,10 @@ mod tests {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         }
-        assert_eq!(SigningKey::load(&path).unwrap().public().hex(), OPENSSL_PUBLIC);
+        assert_eq!(
+            SigningKey::load(&path).unwrap().public().hex(),
+            OPENSSL_PUBLIC
+        );
     }
 
     #[test]
