@@ -115,12 +115,16 @@ async fn target_files_are_named_by_their_hash() {
             .unwrap()
             .contains("immutable")
     );
+    // tough's client asks for HASH.PUBLISHER/NAME/VERSION.yaml: the same bytes.
+    let tough_layout = format!("/tuf/targets/{hex}.fundament/gateway/{}.yaml", def.version);
+    assert_eq!(get(&s, &tough_layout).await.body, yaml);
     // Right hash under another plugin's name, or a malformed name: not found.
     for wrong in [
         format!("/tuf/targets/fundament/storage/{hex}.{}.yaml", def.version),
         format!("/tuf/targets/other/gateway/{hex}.{}.yaml", def.version),
         format!("/tuf/targets/fundament/gateway/{}.yaml", &hex[..10]),
         "/tuf/targets/fundament/gateway/nothing".to_owned(),
+        format!("/tuf/targets/{hex}.other/gateway/{}.yaml", def.version),
     ] {
         assert_eq!(
             get(&s, &wrong).await.status,

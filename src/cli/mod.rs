@@ -2,6 +2,7 @@
 //! this is the only place (with background tasks) that uses `anyhow`.
 
 mod keys;
+mod repo;
 mod serve;
 mod validate;
 
@@ -28,6 +29,8 @@ enum Command {
     Validate(validate::ValidateArgs),
     /// Manage ed25519 signing keys for the signed index.
     Keys(keys::KeysArgs),
+    /// Manage the signed index (TUF repository).
+    Repo(repo::RepoArgs),
 }
 
 pub fn run() -> ExitCode {
@@ -36,6 +39,7 @@ pub fn run() -> ExitCode {
         Command::Serve(args) => report(serve::run(args)),
         Command::Validate(args) => validate::run(args),
         Command::Keys(args) => report(keys::run(args)),
+        Command::Repo(args) => report(repo::run(args)),
     }
 }
 

@@ -332,6 +332,45 @@ impl Store {
         .await?)
     }
 
+    /// Every stored version of a publisher's plugins with its yanked flag, oldest first.
+    pub async fn publisher_definitions(
+        &self,
+        publisher: &str,
+    ) -> Result<Vec<(Definition, bool)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT v.definition, v.hash, v.yanked FROM plugin_versions v JOIN plugins p ON p.id = v.plugin_id
+             JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.name = ? ORDER BY v.id",
+        )
+        .bind(publisher)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|r| {
+                let bytes: Vec<u8> = r.get("definition");
+                let def =
+                    Definition::parse(&bytes).map_err(|e| StoreError::Corrupt(r.get("hash"), e))?;
+                Ok((def, r.get("yanked")))
+            })
+            .collect()
+    }
+
+    /// Records which publisher key ids signed the publisher's versions that have none yet.
+    pub async fn record_signers(
+        &self,
+        publisher: &str,
+        key_ids: &[String],
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE plugin_versions SET signer_key_ids = ? WHERE signer_key_ids = '' AND plugin_id IN
+             (SELECT p.id FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.name = ?)",
+        )
+        .bind(key_ids.join(" "))
+        .bind(publisher)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     /// Listed plugins with any of these names, for resolving dependency links.
     pub async fn plugins_named(&self, names: &[&str]) -> Result<Vec<PluginRef>, StoreError> {
         if names.is_empty() {

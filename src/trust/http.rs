@@ -4,7 +4,8 @@
 //! - `/tuf/metadata/timestamp.json` — short cache lifetime, re-signed before expiry;
 //! - `/tuf/metadata/N.ROLE.json` — immutable (root, targets, snapshot, publishers);
 //! - `/tuf/metadata/root.json` — the newest root, for bootstrapping by hand;
-//! - `/tuf/targets/PUBLISHER/NAME/HASH.VERSION.yaml` — immutable definition bytes.
+//! - `/tuf/targets/PUBLISHER/NAME/HASH.VERSION.yaml` — immutable definition bytes (also
+//!   as `HASH.PUBLISHER/NAME/VERSION.yaml`, the layout tough's client requests).
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -106,14 +107,19 @@ async fn target(
     headers: HeaderMap,
 ) -> Result<Response, HttpError> {
     let missing = || HttpError::not_found(format!("no target {publisher}/{name}/{file}"));
-    let (hash, rest) = file.split_once('.').ok_or_else(missing)?;
-    if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) || !rest.ends_with(".yaml")
-    {
-        return Err(missing());
-    }
+    let is_hash = |h: &str| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit());
+    // The spec (and python-tuf) prefix the file name with the hash: P/N/HASH.V.yaml;
+    // tough prefixes the whole target path: HASH.P/N/V.yaml. Both name the same bytes.
+    let (hash, publisher) = match file.split_once('.') {
+        Some((h, rest)) if is_hash(h) && rest.ends_with(".yaml") => (h, publisher.as_str()),
+        _ => match publisher.split_once('.') {
+            Some((h, p)) if is_hash(h) && file.ends_with(".yaml") => (h, p),
+            _ => return Err(missing()),
+        },
+    };
     let bytes = state
         .store
-        .definition_by_hash(&publisher, &name, &format!("sha256:{hash}"))
+        .definition_by_hash(publisher, &name, &format!("sha256:{hash}"))
         .await?
         .ok_or_else(missing)?;
     let etag = format!("\"sha256:{hash}\"");

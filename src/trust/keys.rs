@@ -141,6 +141,10 @@ impl SigningKey {
         }
     }
 
+    pub(crate) fn pkcs8_der(&self) -> &[u8] {
+        &self.pkcs8
+    }
+
     pub fn public(&self) -> PublicKey {
         PublicKey(self.pair.public_key().as_ref().to_vec())
     }

@@ -1,8 +1,31 @@
-//! Trust: ed25519 keys and (later) the TUF repository the index is published as.
-//! Uses the `tough` crate for TUF types, canonical JSON and signatures rather than
-//! hand-written verification. Nothing here knows about HTTP.
+//! Trust: ed25519 keys and the TUF repository the index is published as. Uses the
+//! `tough` crate for TUF types, canonical JSON and signatures rather than hand-written
+//! verification. Calls the store; nothing here knows about HTTP except `http`.
 
+pub mod client;
 pub mod http;
 pub mod keys;
+pub mod metadata;
+pub mod repo;
 
 pub use keys::{KeyError, PublicKey, SigningKey};
+
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("the signed index is already initialized; root changes go through `repo rotate-root`")]
+    AlreadyInitialized,
+    #[error(
+        "threshold {threshold} is impossible with {keys} key(s); it must be between 1 and the number of keys"
+    )]
+    Threshold { threshold: u64, keys: u64 },
+    #[error("signing failed: {0}")]
+    Sign(String),
+    #[error("{0}: {1}")]
+    Io(String, #[source] std::io::Error),
+}

@@ -1,0 +1,147 @@
+//! `marketplace repo init`
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+
+use crate::catalog::builtin;
+use crate::server;
+use crate::store::Store;
+use crate::trust::SigningKey;
+use crate::trust::metadata::Lifetimes;
+use crate::trust::repo::{self, InitParams};
+
+#[derive(Debug, Args)]
+pub struct RepoArgs {
+    #[command(subcommand)]
+    command: RepoCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum RepoCommand {
+    /// Create the signed index (TUF repository) in the data directory.
+    ///
+    /// The root keys sign root.json here and are not stored: keep them offline. The
+    /// targets, snapshot and timestamp keys and the built-in `fundament` publisher's key
+    /// are generated into DATA_DIR/keys/ (mode 0600) for the server to use.
+    Init(InitArgs),
+}
+
+#[derive(Debug, Args)]
+struct InitArgs {
+    #[arg(long, env = "MARKETPLACE_DATA_DIR", default_value = "./data")]
+    data_dir: PathBuf,
+    /// A root private key (PKCS#8); repeat for several. All of them sign root.json.
+    #[arg(long = "root-key", value_name = "FILE", required = true)]
+    root_keys: Vec<PathBuf>,
+    /// Root signatures a client requires; defaults to all given root keys.
+    #[arg(long)]
+    root_threshold: Option<u64>,
+    /// Lifetime of root.json (e.g. 365d).
+    #[arg(long, default_value = "365d", value_parser = parse_lifetime)]
+    root_expires: Duration,
+    /// Lifetime of targets.json.
+    #[arg(long, default_value = "365d", value_parser = parse_lifetime)]
+    targets_expires: Duration,
+    /// Lifetime of each publisher's role metadata.
+    #[arg(long, default_value = "365d", value_parser = parse_lifetime)]
+    publisher_expires: Duration,
+    /// Lifetime of snapshot.json.
+    #[arg(long, default_value = "7d", value_parser = parse_lifetime)]
+    snapshot_expires: Duration,
+    /// Lifetime of timestamp.json; the server re-signs it before it expires.
+    #[arg(long, default_value = "1d", value_parser = parse_lifetime)]
+    timestamp_expires: Duration,
+}
+
+/// `90s`, `30m`, `12h`, `7d`: whole seconds, at least one minute.
+fn parse_lifetime(s: &str) -> Result<Duration, String> {
+    let (number, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{s}` is not a lifetime like 7d, 12h, 30m or 90s"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86_400),
+        _ => return Err(format!("`{s}` is not a lifetime like 7d, 12h, 30m or 90s")),
+    };
+    if !(60..=10 * 365 * 86_400).contains(&secs) {
+        return Err(format!("`{s}` must be between 1 minute and 10 years"));
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+pub fn run(args: RepoArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    match args.command {
+        RepoCommand::Init(a) => runtime.block_on(init(a)),
+    }
+}
+
+async fn init(a: InitArgs) -> anyhow::Result<()> {
+    let root_keys = a
+        .root_keys
+        .iter()
+        .map(|p| SigningKey::load(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let db = server::prepare_data_dir(&a.data_dir)
+        .with_context(|| format!("preparing data directory {}", a.data_dir.display()))?;
+    let store = Store::open(&db)
+        .await
+        .with_context(|| format!("opening database {}", db.display()))?;
+    let now = super::serve::now();
+    builtin::load(&store, now)
+        .await
+        .context("loading the built-in catalog")?;
+    let params = InitParams {
+        root_threshold: a.root_threshold.unwrap_or(root_keys.len() as u64),
+        root_keys,
+        lifetimes: Lifetimes {
+            root: a.root_expires,
+            targets: a.targets_expires,
+            publisher: a.publisher_expires,
+            snapshot: a.snapshot_expires,
+            timestamp: a.timestamp_expires,
+        },
+    };
+    let report = repo::init(&store, &a.data_dir, params, now).await?;
+    store.close().await;
+    println!("signed index created in {}", a.data_dir.display());
+    for id in &report.root_key_ids {
+        println!("  root key      {id}  (offline: not stored)");
+    }
+    for (name, id) in &report.online_key_ids {
+        println!(
+            "  {name:<13} {id}  ({}/keys/{name}.pem)",
+            a.data_dir.display()
+        );
+    }
+    println!(
+        "  {} built-in definitions signed as publisher `{}`",
+        report.builtin_targets,
+        builtin::BUILTIN_PUBLISHER
+    );
+    println!(
+        "clients bootstrap from http(s)://HOST/tuf/metadata/1.root.json, fetched once over a trusted channel"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_lifetime;
+
+    #[test]
+    fn lifetimes() {
+        assert_eq!(parse_lifetime("7d").unwrap().as_secs(), 7 * 86_400);
+        assert_eq!(parse_lifetime("12h").unwrap().as_secs(), 12 * 3600);
+        assert_eq!(parse_lifetime("90s").unwrap().as_secs(), 90);
+        for bad in ["", "7", "d", "7w", "-1d", "30s", "99999d"] {
+            assert!(parse_lifetime(bad).is_err(), "{bad}");
+        }
+    }
+}

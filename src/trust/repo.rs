@@ -1,0 +1,216 @@
+//! The marketplace's TUF repository: creating it, and (next) publishing into it.
+//!
+//! Online keys (targets, snapshot, timestamp, and the built-in `fundament` publisher's,
+//! since built-ins ship inside this binary) live in `DATA_DIR/keys/` with mode 0600.
+//! Root keys are only read for `repo init` and rotation and are never stored here.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use tough::schema::{
+    Delegations, KeyHolder, RoleKeys, RoleType, Root, Snapshot, Targets, Timestamp,
+};
+
+use super::metadata::{
+    Lifetimes, SPEC_VERSION, expiry, metafile, publisher_delegation, sign, stored, target,
+    target_name, version,
+};
+use super::{SigningKey, TrustError};
+use crate::catalog::builtin::BUILTIN_PUBLISHER;
+use crate::store::Store;
+
+/// Online keys, by file name in the keys directory.
+const ONLINE_KEYS: [&str; 4] = ["targets", "snapshot", "timestamp", BUILTIN_PUBLISHER];
+
+pub struct InitParams {
+    pub root_keys: Vec<SigningKey>,
+    pub root_threshold: u64,
+    pub lifetimes: Lifetimes,
+}
+
+#[derive(Debug)]
+pub struct InitReport {
+    pub root_key_ids: Vec<String>,
+    pub online_key_ids: Vec<(String, String)>,
+    pub builtin_targets: usize,
+}
+
+pub fn keys_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("keys")
+}
+
+/// Loads an online key, generating it on first use (a crashed earlier `init` may have
+/// left keys behind without metadata; they are reused rather than replaced).
+fn online_key(dir: &Path, name: &str) -> Result<SigningKey, TrustError> {
+    let path = dir.join(format!("{name}.pem"));
+    if path.exists() {
+        return Ok(SigningKey::load(&path)?);
+    }
+    let key = SigningKey::generate()?;
+    key.save_new(&path)?;
+    Ok(key)
+}
+
+/// Creates root, targets (delegating `fundament/*/*` to the built-in publisher), the
+/// `fundament` role with every stored built-in, snapshot and timestamp, all stored in one
+/// transaction. Refuses to run twice.
+pub async fn init(
+    store: &Store,
+    data_dir: &Path,
+    params: InitParams,
+    now: i64,
+) -> Result<InitReport, TrustError> {
+    if store.latest_metadata("root").await?.is_some() {
+        return Err(TrustError::AlreadyInitialized);
+    }
+    let n_root = params.root_keys.len() as u64;
+    if params.root_threshold == 0 || params.root_threshold > n_root {
+        return Err(TrustError::Threshold {
+            threshold: params.root_threshold,
+            keys: n_root,
+        });
+    }
+    let dir = keys_dir(data_dir);
+    std::fs::create_dir_all(&dir).map_err(|e| TrustError::Io(dir.display().to_string(), e))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| TrustError::Io(dir.display().to_string(), e))?;
+    }
+    let online: HashMap<&str, SigningKey> = ONLINE_KEYS
+        .iter()
+        .map(|n| online_key(&dir, n).map(|k| (*n, k)))
+        .collect::<Result<_, _>>()?;
+    let lt = params.lifetimes;
+
+    // root v1
+    let mut keys = HashMap::new();
+    let mut role_ids = |ks: &[&SigningKey]| {
+        ks.iter()
+            .map(|k| {
+                let public = k.public();
+                let id = public.tuf_key().key_id().expect("ed25519 key id");
+                keys.insert(id.clone(), public.tuf_key());
+                id
+            })
+            .collect::<Vec<_>>()
+    };
+    let root_refs: Vec<&SigningKey> = params.root_keys.iter().collect();
+    let mut roles = HashMap::new();
+    roles.insert(
+        RoleType::Root,
+        role_keys(role_ids(&root_refs), params.root_threshold),
+    );
+    for (role, name) in [
+        (RoleType::Targets, "targets"),
+        (RoleType::Snapshot, "snapshot"),
+        (RoleType::Timestamp, "timestamp"),
+    ] {
+        roles.insert(role, role_keys(role_ids(&[&online[name]]), 1));
+    }
+    let root_expires = expiry(now, lt.root);
+    let root = Root {
+        spec_version: SPEC_VERSION.into(),
+        consistent_snapshot: true,
+        version: version(1),
+        expires: root_expires,
+        keys,
+        roles,
+        _extra: HashMap::new(),
+    };
+    let holder = KeyHolder::Root(root.clone());
+    let signed_root = sign(root.clone(), &holder, &root_refs).await?;
+    // tough does not enforce the threshold when signing root (cross-signing needs that).
+    root.verify_role(signed_root.signed())
+        .map_err(|e| TrustError::Sign(e.to_string()))?;
+
+    // the built-in publisher's role, then the top-level targets delegating to it
+    let builtin_key = &online[BUILTIN_PUBLISHER];
+    let delegation = publisher_delegation(BUILTIN_PUBLISHER, &[builtin_key.public()], 1)?;
+    let mut delegations = Delegations::new();
+    delegations.keys.insert(
+        builtin_key.public().tuf_key().key_id().expect("key id"),
+        builtin_key.public().tuf_key(),
+    );
+    delegations.roles.push(delegation);
+
+    let builtins = store.publisher_definitions(BUILTIN_PUBLISHER).await?;
+    let publisher_expires = expiry(now, lt.publisher);
+    let mut publisher_role = Targets::new(SPEC_VERSION.into(), version(1), publisher_expires);
+    publisher_role.delegations = None;
+    for (def, yanked) in &builtins {
+        let name = tough::TargetName::new(target_name(BUILTIN_PUBLISHER, def))
+            .map_err(|e| TrustError::Sign(e.to_string()))?;
+        publisher_role.targets.insert(name, target(def, *yanked));
+    }
+    let signed_publisher = sign(
+        tough::schema::DelegatedTargets {
+            name: BUILTIN_PUBLISHER.into(),
+            targets: publisher_role,
+        },
+        &KeyHolder::Delegations(delegations.clone()),
+        &[builtin_key],
+    )
+    .await?;
+
+    let targets_expires = expiry(now, lt.targets);
+    let mut top = Targets::new(SPEC_VERSION.into(), version(1), targets_expires);
+    top.delegations = Some(delegations);
+    let signed_top = sign(top, &holder, &[&online["targets"]]).await?;
+
+    let snapshot_expires = expiry(now, lt.snapshot);
+    let mut snapshot = Snapshot::new(SPEC_VERSION.into(), version(1), snapshot_expires);
+    snapshot
+        .meta
+        .insert("targets.json".into(), metafile(1, signed_top.buffer()));
+    snapshot.meta.insert(
+        format!("{BUILTIN_PUBLISHER}.json"),
+        metafile(1, signed_publisher.buffer()),
+    );
+    let signed_snapshot = sign(snapshot, &holder, &[&online["snapshot"]]).await?;
+
+    let timestamp_expires = expiry(now, lt.timestamp);
+    let mut timestamp = Timestamp::new(SPEC_VERSION.into(), version(1), timestamp_expires);
+    timestamp.meta.insert(
+        "snapshot.json".into(),
+        metafile(1, signed_snapshot.buffer()),
+    );
+    let signed_timestamp = sign(timestamp, &holder, &[&online["timestamp"]]).await?;
+
+    let files = [
+        stored("root", 1, root_expires, &signed_root),
+        stored("targets", 1, targets_expires, &signed_top),
+        stored(BUILTIN_PUBLISHER, 1, publisher_expires, &signed_publisher),
+        stored("snapshot", 1, snapshot_expires, &signed_snapshot),
+        stored("timestamp", 1, timestamp_expires, &signed_timestamp),
+    ];
+    store.put_metadata(&files, now).await?;
+    store
+        .record_signers(BUILTIN_PUBLISHER, &[builtin_key.public().key_id()])
+        .await?;
+
+    Ok(InitReport {
+        root_key_ids: params
+            .root_keys
+            .iter()
+            .map(|k| k.public().key_id())
+            .collect(),
+        online_key_ids: ONLINE_KEYS
+            .iter()
+            .map(|n| (n.to_string(), online[n].public().key_id()))
+            .collect(),
+        builtin_targets: builtins.len(),
+    })
+}
+
+fn role_keys(
+    keyids: Vec<tough::schema::decoded::Decoded<tough::schema::decoded::Hex>>,
+    threshold: u64,
+) -> RoleKeys {
+    RoleKeys {
+        keyids,
+        threshold: version(threshold),
+        _extra: HashMap::new(),
+    }
+}

@@ -1,0 +1,251 @@
+//! The signed index end to end: `marketplace repo init`, the real server, and
+//! python-tuf's ngclient as an independent verifier.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::Server;
+use marketplace::catalog::builtin;
+use marketplace::trust::SigningKey;
+
+/// python-tuf from the virtualenv `.ci/run` creates; `MARKETPLACE_TEST_PYTHON` overrides.
+fn python() -> PathBuf {
+    let path = std::env::var_os("MARKETPLACE_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
+    assert!(
+        path.exists(),
+        "python-tuf is needed for this test: run `bash .ci/run` (it creates .venv with tuf==7.0.1), or set MARKETPLACE_TEST_PYTHON"
+    );
+    path
+}
+
+fn marketplace(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_marketplace"))
+        .args(args)
+        .output()
+        .expect("binary runs")
+}
+
+fn init_repo(dir: &Path, root_keys: usize) -> PathBuf {
+    let data = dir.join("data");
+    let mut args = vec![
+        "repo".to_owned(),
+        "init".into(),
+        "--data-dir".into(),
+        data.display().to_string(),
+    ];
+    for i in 0..root_keys {
+        let path = dir.join(format!("root-{i}.pem"));
+        SigningKey::generate().unwrap().save_new(&path).unwrap();
+        args.extend(["--root-key".into(), path.display().to_string()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = marketplace(&args);
+    assert!(
+        out.status.success(),
+        "repo init failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    data
+}
+
+#[tokio::test]
+async fn python_tuf_verifies_and_downloads_every_builtin() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init_repo(dir.path(), 2);
+    let server = Server::start(&data);
+
+    // The trust anchor, fetched once over a channel the client trusts.
+    let root = reqwest::get(format!("{}/tuf/metadata/1.root.json", server.url))
+        .await
+        .unwrap();
+    assert_eq!(root.status(), 200);
+    let root_path = dir.path().join("trusted-root.json");
+    std::fs::write(&root_path, root.bytes().await.unwrap()).unwrap();
+
+    let defs = builtin::definitions().unwrap();
+    let targets: Vec<String> = defs
+        .iter()
+        .map(|d| format!("fundament/{}/{}.yaml", d.name(), d.version))
+        .collect();
+    let cache = dir.path().join("client");
+    let mut cmd = Command::new(python());
+    cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tuf_client.py"))
+        .arg(&server.url)
+        .arg(&root_path)
+        .arg(&cache)
+        .args(&targets);
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "python-tuf refused the index: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            result["root"].as_u64(),
+            result["timestamp"].as_u64(),
+            result["snapshot"].as_u64()
+        ),
+        (Some(1), Some(1), Some(1))
+    );
+    for (def, name) in defs.iter().zip(&targets) {
+        let t = &result["targets"][name];
+        assert_eq!(
+            t["sha256"].as_str(),
+            def.hash.strip_prefix("sha256:"),
+            "{name}"
+        );
+        assert_eq!(t["length"].as_u64(), Some(def.bytes.len() as u64));
+        assert_eq!(t["custom"]["name"], def.name());
+        assert_eq!(t["custom"]["yanked"], false);
+        assert_eq!(t["custom"]["image"], def.image.to_string());
+        let downloaded = std::fs::read(t["path"].as_str().unwrap()).unwrap();
+        assert_eq!(downloaded, def.bytes, "{name}: exact bytes");
+    }
+}
+
+#[tokio::test]
+async fn python_tuf_refuses_a_root_it_does_not_trust() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init_repo(dir.path(), 1);
+    let server = Server::start(&data);
+    // A root from another repository: same shape, other keys.
+    let other = tempfile::tempdir().unwrap();
+    let other_data = init_repo(other.path(), 1);
+    let other_server = Server::start(&other_data);
+    let foreign = reqwest::get(format!("{}/tuf/metadata/1.root.json", other_server.url))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let root_path = dir.path().join("foreign-root.json");
+    std::fs::write(&root_path, foreign).unwrap();
+
+    let out = Command::new(python())
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tuf_client.py"))
+        .arg(&server.url)
+        .arg(&root_path)
+        .arg(dir.path().join("client"))
+        .arg("fundament/storage/1.8.2.yaml")
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "a client must refuse metadata not signed by its trusted root"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Unsigned") || err.contains("signature") || err.contains("threshold"),
+        "{err}"
+    );
+}
+
+#[test]
+fn repo_init_refuses_an_impossible_threshold_and_a_second_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("root.pem");
+    SigningKey::generate().unwrap().save_new(&key).unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let k = key.to_str().unwrap();
+    let out = marketplace(&[
+        "repo",
+        "init",
+        "--data-dir",
+        d,
+        "--root-key",
+        k,
+        "--root-threshold",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("threshold 2 is impossible with 1 key"));
+    assert!(
+        marketplace(&["repo", "init", "--data-dir", d, "--root-key", k])
+            .status
+            .success()
+    );
+    let again = marketplace(&["repo", "init", "--data-dir", d, "--root-key", k]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already initialized"));
+    // Root keys are never copied into the data directory.
+    let root_pem = std::fs::read_to_string(&key).unwrap();
+    for entry in std::fs::read_dir(data.join("keys")).unwrap() {
+        assert_ne!(
+            std::fs::read_to_string(entry.unwrap().path()).unwrap(),
+            root_pem
+        );
+    }
+}
+
+#[tokio::test]
+async fn our_rust_client_verifies_and_reads_every_builtin() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init_repo(dir.path(), 1);
+    let server = Server::start(&data);
+    let root = reqwest::get(format!("{}/tuf/metadata/1.root.json", server.url))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
+    let datastore = dir.path().join("tough");
+    let repo = marketplace::trust::client::load(&root, &base, &datastore)
+        .await
+        .expect("index verifies");
+
+    let defs = builtin::definitions().unwrap();
+    assert_eq!(repo.all_targets().count(), defs.len());
+    for def in &defs {
+        let name = tough::TargetName::new(format!("fundament/{}/{}.yaml", def.name(), def.version))
+            .unwrap();
+        let target = repo
+            .targets()
+            .signed
+            .find_target(&name, false)
+            .expect("delegated target");
+        assert_eq!(target.custom["version"], def.version_text());
+        let stream = repo
+            .read_target(&name)
+            .await
+            .unwrap()
+            .expect("target present");
+        use tough::IntoVec;
+        assert_eq!(
+            stream.into_vec().await.unwrap(),
+            def.bytes,
+            "{}",
+            def.name()
+        );
+    }
+    let role = repo
+        .delegated_role("fundament")
+        .expect("publisher role loaded");
+    assert_eq!(role.targets.as_ref().unwrap().signed.version.get(), 1);
+}
+
+#[tokio::test]
+async fn our_rust_client_refuses_a_foreign_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&init_repo(dir.path(), 1));
+    let other = tempfile::tempdir().unwrap();
+    let other_server = Server::start(&init_repo(other.path(), 1));
+    let foreign = reqwest::get(format!("{}/tuf/metadata/1.root.json", other_server.url))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
+    let err = marketplace::trust::client::load(&foreign, &base, &dir.path().join("tough"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("failed verification"), "{err}");
+}
