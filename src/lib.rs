@@ -6,6 +6,7 @@
 
 pub mod catalog;
 pub mod cli;
+pub mod clock;
 pub mod definition;
 pub mod http;
 pub mod ops;

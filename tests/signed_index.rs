@@ -22,6 +22,16 @@ fn python() -> PathBuf {
     path
 }
 
+/// The TUF target name of a built-in definition.
+fn builtin_target(name: &str) -> String {
+    let def = builtin::definitions()
+        .unwrap()
+        .into_iter()
+        .find(|d| d.name() == name)
+        .unwrap();
+    format!("fundament/{name}/{}.yaml", def.version)
+}
+
 fn marketplace(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_marketplace"))
         .args(args)
@@ -30,6 +40,10 @@ fn marketplace(args: &[&str]) -> std::process::Output {
 }
 
 fn init_repo(dir: &Path, root_keys: usize) -> PathBuf {
+    init_repo_with(dir, root_keys, &[])
+}
+
+fn init_repo_with(dir: &Path, root_keys: usize, extra: &[&str]) -> PathBuf {
     let data = dir.join("data");
     let mut args = vec![
         "repo".to_owned(),
@@ -42,7 +56,8 @@ fn init_repo(dir: &Path, root_keys: usize) -> PathBuf {
         SigningKey::generate().unwrap().save_new(&path).unwrap();
         args.extend(["--root-key".into(), path.display().to_string()]);
     }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend_from_slice(extra);
     let out = marketplace(&args);
     assert!(
         out.status.success(),
@@ -109,6 +124,116 @@ async fn python_tuf_verifies_and_downloads_every_builtin() {
     }
 }
 
+/// Runs python-tuf against `url` with a fresh cache; returns its JSON report.
+fn python_tuf(url: &str, root: &Path, cache: &Path, targets: &[&str]) -> serde_json::Value {
+    let out = Command::new(python())
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tuf_client.py"))
+        .arg(url)
+        .arg(root)
+        .arg(cache)
+        .args(targets)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python-tuf refused the index: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn metadata_is_re_signed_before_it_expires() {
+    use marketplace::trust::state::{OnlineKeys, Refreshed, refresh};
+    let dir = tempfile::tempdir().unwrap();
+    let data = init_repo_with(
+        dir.path(),
+        1,
+        &[
+            "--timestamp-expires",
+            "1h",
+            "--snapshot-expires",
+            "2h",
+            "--targets-expires",
+            "4h",
+        ],
+    );
+    let store = marketplace::store::Store::open(&data.join("marketplace.db"))
+        .await
+        .unwrap();
+    let keys = OnlineKeys::load(&data)
+        .unwrap()
+        .expect("repo init wrote the online keys");
+    let now = marketplace::clock::now();
+
+    assert_eq!(
+        refresh(&store, &keys, now).await.unwrap(),
+        Refreshed::default(),
+        "fresh metadata is left alone"
+    );
+    // Past half of the timestamp's hour: only the timestamp is re-signed.
+    let r = refresh(&store, &keys, now + 31 * 60).await.unwrap();
+    assert_eq!(
+        r,
+        Refreshed {
+            targets: None,
+            snapshot: None,
+            timestamp: Some(2)
+        }
+    );
+    // Past half of the snapshot's two hours: snapshot and, with it, timestamp.
+    let r = refresh(&store, &keys, now + 61 * 60).await.unwrap();
+    assert_eq!(
+        r,
+        Refreshed {
+            targets: None,
+            snapshot: Some(2),
+            timestamp: Some(3)
+        }
+    );
+    // Past half of targets' four hours: targets, snapshot and timestamp.
+    let r = refresh(&store, &keys, now + 121 * 60).await.unwrap();
+    assert_eq!(
+        r,
+        Refreshed {
+            targets: Some(2),
+            snapshot: Some(3),
+            timestamp: Some(4)
+        }
+    );
+    let ts = store.latest_metadata("timestamp").await.unwrap().unwrap();
+    assert_eq!(
+        ts.expires_at - ts.created_at,
+        3600,
+        "the lifetime chosen at init is kept"
+    );
+    store.close().await;
+
+    // Both independent clients accept the re-signed chain.
+    let server = Server::start(&data);
+    let root = reqwest::get(format!("{}/tuf/metadata/1.root.json", server.url))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let root_path = dir.path().join("root.json");
+    std::fs::write(&root_path, &root).unwrap();
+    let storage = builtin_target("storage");
+    let report = python_tuf(&server.url, &root_path, &dir.path().join("py"), &[&storage]);
+    assert_eq!(
+        (report["timestamp"].as_u64(), report["snapshot"].as_u64()),
+        (Some(4), Some(3))
+    );
+    assert!(report["targets"][&storage].is_object());
+    let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
+    let repo = marketplace::trust::client::load(&root, &base, &dir.path().join("tough"))
+        .await
+        .unwrap();
+    assert_eq!(repo.snapshot().signed.version.get(), 3);
+    assert_eq!(repo.targets().signed.version.get(), 2);
+}
+
 #[tokio::test]
 async fn python_tuf_refuses_a_root_it_does_not_trust() {
     let dir = tempfile::tempdir().unwrap();
@@ -132,7 +257,7 @@ async fn python_tuf_refuses_a_root_it_does_not_trust() {
         .arg(&server.url)
         .arg(&root_path)
         .arg(dir.path().join("client"))
-        .arg("fundament/storage/1.8.2.yaml")
+        .arg(builtin_target("storage"))
         .output()
         .unwrap();
     assert!(

@@ -17,6 +17,7 @@ fn meta(role: &str, version: u64, body: &str) -> StoredMetadata {
         bytes: body.as_bytes().to_vec(),
         sha256: hex::encode(Sha256::digest(body.as_bytes())),
         expires_at: 0,
+        created_at: 0,
     }
 }
 
@@ -34,24 +35,18 @@ async fn an_uninitialized_index_says_so() {
 async fn metadata_is_served_by_version_with_cache_rules() {
     let s = state().await;
     s.store
-        .put_metadata(
-            &[
-                meta("root", 1, "{\"r\":1}"),
-                meta("timestamp", 1, "{\"t\":1}"),
-                meta("snapshot", 1, "{\"s\":1}"),
-            ],
-            0,
-        )
+        .put_metadata(&[
+            meta("root", 1, "{\"r\":1}"),
+            meta("timestamp", 1, "{\"t\":1}"),
+            meta("snapshot", 1, "{\"s\":1}"),
+        ])
         .await
         .unwrap();
     s.store
-        .put_metadata(
-            &[
-                meta("root", 2, "{\"r\":2}"),
-                meta("timestamp", 2, "{\"t\":2}"),
-            ],
-            0,
-        )
+        .put_metadata(&[
+            meta("root", 2, "{\"r\":2}"),
+            meta("timestamp", 2, "{\"t\":2}"),
+        ])
         .await
         .unwrap();
 

@@ -93,7 +93,7 @@ async fn init(a: InitArgs) -> anyhow::Result<()> {
     let store = Store::open(&db)
         .await
         .with_context(|| format!("opening database {}", db.display()))?;
-    let now = super::serve::now();
+    let now = crate::clock::now();
     builtin::load(&store, now)
         .await
         .context("loading the built-in catalog")?;

@@ -9,6 +9,11 @@ use clap::Args;
 use crate::catalog::builtin;
 use crate::server;
 use crate::store::Store;
+use crate::trust::state::{self, OnlineKeys};
+
+/// How often the server checks whether metadata needs re-signing; far shorter than the
+/// shortest lifetime (one minute), so nothing expires between checks.
+const REFRESH_EVERY: std::time::Duration = std::time::Duration::from_secs(20);
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -35,7 +40,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let store = Store::open(&db)
         .await
         .with_context(|| format!("opening database {}", db.display()))?;
-    let report = builtin::load(&store, now())
+    let report = builtin::load(&store, crate::clock::now())
         .await
         .context("loading the built-in catalog")?;
     tracing::info!(
@@ -44,6 +49,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         conflicting = report.conflicting,
         "built-in catalog loaded"
     );
+
+    match OnlineKeys::load(&args.data_dir).context("loading the signed index's online keys")? {
+        Some(keys) => {
+            tokio::spawn(state::refresh_forever(store.clone(), keys, REFRESH_EVERY));
+        }
+        None => tracing::warn!(
+            "the signed index is not initialized; run `marketplace repo init` to serve /tuf/"
+        ),
+    }
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -77,11 +91,4 @@ fn init_tracing(format: &str) {
     } else {
         builder.init();
     }
-}
-
-pub fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
 }

@@ -14,6 +14,9 @@ pub struct StoredMetadata {
     /// Hex sha256 of `bytes`.
     pub sha256: String,
     pub expires_at: i64,
+    /// When it was signed; with `expires_at` this gives the lifetime to sign the next
+    /// version with.
+    pub created_at: i64,
 }
 
 impl Store {
@@ -23,7 +26,7 @@ impl Store {
         role: &str,
         version: u64,
     ) -> Result<Option<StoredMetadata>, StoreError> {
-        let row = sqlx::query("SELECT role, version, bytes, sha256, expires_at FROM tuf_metadata WHERE role = ? AND version = ?")
+        let row = sqlx::query("SELECT role, version, bytes, sha256, expires_at, created_at FROM tuf_metadata WHERE role = ? AND version = ?")
             .bind(role)
             .bind(i64::try_from(version).unwrap_or(i64::MAX))
             .fetch_optional(self.pool())
@@ -34,7 +37,7 @@ impl Store {
     /// The newest version of a role's metadata.
     pub async fn latest_metadata(&self, role: &str) -> Result<Option<StoredMetadata>, StoreError> {
         let row = sqlx::query(
-            "SELECT role, version, bytes, sha256, expires_at FROM tuf_metadata WHERE role = ? ORDER BY version DESC LIMIT 1",
+            "SELECT role, version, bytes, sha256, expires_at, created_at FROM tuf_metadata WHERE role = ? ORDER BY version DESC LIMIT 1",
         )
         .bind(role)
         .fetch_optional(self.pool())
@@ -45,9 +48,9 @@ impl Store {
     /// Stores new metadata versions all together or not at all. A version that already
     /// exists is refused (`MetadataExists`), which is how two concurrent writers of the
     /// same role are told apart: one wins, the other must start again from fresh metadata.
-    pub async fn put_metadata(&self, files: &[StoredMetadata], now: i64) -> Result<(), StoreError> {
+    pub async fn put_metadata(&self, files: &[StoredMetadata]) -> Result<(), StoreError> {
         let mut tx = self.pool().begin().await?;
-        put_metadata_in(&mut tx, files, now).await?;
+        put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -56,7 +59,6 @@ impl Store {
 pub(crate) async fn put_metadata_in(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     files: &[StoredMetadata],
-    now: i64,
 ) -> Result<(), StoreError> {
     for f in files {
         let inserted = sqlx::query(
@@ -68,7 +70,7 @@ pub(crate) async fn put_metadata_in(
         .bind(&f.bytes)
         .bind(&f.sha256)
         .bind(f.expires_at)
-        .bind(now)
+        .bind(f.created_at)
         .execute(&mut **tx)
         .await?;
         if inserted.rows_affected() == 0 {
@@ -88,6 +90,7 @@ fn metadata_row(r: sqlx::sqlite::SqliteRow) -> StoredMetadata {
         bytes: r.get("bytes"),
         sha256: r.get("sha256"),
         expires_at: r.get("expires_at"),
+        created_at: r.get("created_at"),
     }
 }
 
@@ -103,6 +106,7 @@ mod tests {
             sha256: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)),
             bytes,
             expires_at: 1,
+            created_at: 0,
         }
     }
 
@@ -110,11 +114,11 @@ mod tests {
     async fn versions_are_kept_and_never_replaced() {
         let store = Store::open_in_memory().await.unwrap();
         store
-            .put_metadata(&[meta("snapshot", 1), meta("timestamp", 1)], 0)
+            .put_metadata(&[meta("snapshot", 1), meta("timestamp", 1)])
             .await
             .unwrap();
         store
-            .put_metadata(&[meta("snapshot", 2), meta("timestamp", 2)], 0)
+            .put_metadata(&[meta("snapshot", 2), meta("timestamp", 2)])
             .await
             .unwrap();
         assert_eq!(
@@ -134,7 +138,7 @@ mod tests {
 
         // A batch whose second file clashes leaves nothing behind.
         let err = store
-            .put_metadata(&[meta("snapshot", 3), meta("timestamp", 2)], 0)
+            .put_metadata(&[meta("snapshot", 3), meta("timestamp", 2)])
             .await
             .unwrap_err();
         assert!(

@@ -99,6 +99,7 @@ where
 pub fn stored<T: Role + Serialize>(
     name: &str,
     version: u64,
+    signed_at: i64,
     expires: jiff::Timestamp,
     signed: &SignedRole<T>,
 ) -> StoredMetadata {
@@ -108,6 +109,7 @@ pub fn stored<T: Role + Serialize>(
         bytes: signed.buffer().clone(),
         sha256: hex::encode(signed.sha256()),
         expires_at: expires.as_second(),
+        created_at: signed_at,
     }
 }
 

@@ -7,6 +7,7 @@ pub mod http;
 pub mod keys;
 pub mod metadata;
 pub mod repo;
+pub mod state;
 
 pub use keys::{KeyError, PublicKey, SigningKey};
 
@@ -28,4 +29,6 @@ pub enum TrustError {
     Sign(String),
     #[error("{0}: {1}")]
     Io(String, #[source] std::io::Error),
+    #[error("stored signed metadata is inconsistent: {0}")]
+    Corrupt(String),
 }

@@ -179,13 +179,19 @@ pub async fn init(
     let signed_timestamp = sign(timestamp, &holder, &[&online["timestamp"]]).await?;
 
     let files = [
-        stored("root", 1, root_expires, &signed_root),
-        stored("targets", 1, targets_expires, &signed_top),
-        stored(BUILTIN_PUBLISHER, 1, publisher_expires, &signed_publisher),
-        stored("snapshot", 1, snapshot_expires, &signed_snapshot),
-        stored("timestamp", 1, timestamp_expires, &signed_timestamp),
+        stored("root", 1, now, root_expires, &signed_root),
+        stored("targets", 1, now, targets_expires, &signed_top),
+        stored(
+            BUILTIN_PUBLISHER,
+            1,
+            now,
+            publisher_expires,
+            &signed_publisher,
+        ),
+        stored("snapshot", 1, now, snapshot_expires, &signed_snapshot),
+        stored("timestamp", 1, now, timestamp_expires, &signed_timestamp),
     ];
-    store.put_metadata(&files, now).await?;
+    store.put_metadata(&files).await?;
     store
         .record_signers(BUILTIN_PUBLISHER, &[builtin_key.public().key_id()])
         .await?;

@@ -1,0 +1,221 @@
+//! The current signed state of the repository, and re-signing it before it expires.
+//! Publishing (next) reuses the same read-modify-commit cycle: read the newest verified
+//! metadata, build new versions, store them in one transaction that fails if another
+//! writer got there first.
+
+use std::path::Path;
+
+use tough::schema::{KeyHolder, Root, Signed, Snapshot, Targets, Timestamp};
+
+use super::metadata::{expiry, metafile, sign, stored, version};
+use super::repo::keys_dir;
+use super::{SigningKey, TrustError};
+use crate::store::{Store, StoreError, StoredMetadata};
+
+/// The keys the server signs with; root keys are never among them.
+pub struct OnlineKeys {
+    pub targets: SigningKey,
+    pub snapshot: SigningKey,
+    pub timestamp: SigningKey,
+}
+
+impl OnlineKeys {
+    /// Loads `DATA_DIR/keys/{targets,snapshot,timestamp}.pem`; `None` before `repo init`.
+    pub fn load(data_dir: &Path) -> Result<Option<OnlineKeys>, TrustError> {
+        let dir = keys_dir(data_dir);
+        if !dir.join("timestamp.pem").exists() {
+            return Ok(None);
+        }
+        let load = |n: &str| SigningKey::load(&dir.join(format!("{n}.pem")));
+        Ok(Some(OnlineKeys {
+            targets: load("targets")?,
+            snapshot: load("snapshot")?,
+            timestamp: load("timestamp")?,
+        }))
+    }
+}
+
+/// A role's signed metadata with the stored row it came from.
+pub struct Current<T> {
+    pub signed: Signed<T>,
+    pub stored: StoredMetadata,
+}
+
+impl<T> Current<T> {
+    /// The lifetime this role was signed with, kept for its next version.
+    fn lifetime(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(
+            self.stored
+                .expires_at
+                .saturating_sub(self.stored.created_at)
+                .max(60) as u64,
+        )
+    }
+
+    /// Past half its lifetime: re-sign now, well before clients would refuse it.
+    fn due(&self, now: i64) -> bool {
+        let half = (self.stored.expires_at - self.stored.created_at) / 2;
+        now >= self.stored.created_at + half
+    }
+}
+
+pub struct State {
+    pub root: Current<Root>,
+    pub targets: Current<Targets>,
+    pub snapshot: Current<Snapshot>,
+    pub timestamp: Current<Timestamp>,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(m: StoredMetadata) -> Result<Current<T>, TrustError> {
+    let signed = serde_json::from_slice(&m.bytes)
+        .map_err(|e| TrustError::Corrupt(format!("{} v{}: {e}", m.role, m.version)))?;
+    Ok(Current { signed, stored: m })
+}
+
+/// The newest consistent state, following timestamp → snapshot → targets as clients do,
+/// with every signature checked against the newest root. `None` before `repo init`.
+pub async fn current(store: &Store) -> Result<Option<State>, TrustError> {
+    let Some(root) = store.latest_metadata("root").await? else {
+        return Ok(None);
+    };
+    let root: Current<Root> = parse(root)?;
+    let missing = |what: String| TrustError::Corrupt(format!("{what} is missing"));
+    let timestamp: Current<Timestamp> = parse(
+        store
+            .latest_metadata("timestamp")
+            .await?
+            .ok_or_else(|| missing("timestamp".into()))?,
+    )?;
+    let snapshot_version = timestamp
+        .signed
+        .signed
+        .meta
+        .get("snapshot.json")
+        .map(|m| m.version.get())
+        .ok_or_else(|| missing("timestamp's snapshot entry".into()))?;
+    let snapshot: Current<Snapshot> = parse(
+        store
+            .metadata("snapshot", snapshot_version)
+            .await?
+            .ok_or_else(|| missing(format!("snapshot v{snapshot_version}")))?,
+    )?;
+    let targets_version = snapshot
+        .signed
+        .signed
+        .meta
+        .get("targets.json")
+        .map(|m| m.version.get())
+        .ok_or_else(|| missing("snapshot's targets entry".into()))?;
+    let targets: Current<Targets> = parse(
+        store
+            .metadata("targets", targets_version)
+            .await?
+            .ok_or_else(|| missing(format!("targets v{targets_version}")))?,
+    )?;
+    let r = &root.signed.signed;
+    let bad = |e: tough::schema::Error| TrustError::Corrupt(e.to_string());
+    r.verify_role(&root.signed).map_err(bad)?;
+    r.verify_role(&timestamp.signed).map_err(bad)?;
+    r.verify_role(&snapshot.signed).map_err(bad)?;
+    r.verify_role(&targets.signed).map_err(bad)?;
+    Ok(Some(State {
+        root,
+        targets,
+        snapshot,
+        timestamp,
+    }))
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Refreshed {
+    pub targets: Option<u64>,
+    pub snapshot: Option<u64>,
+    pub timestamp: Option<u64>,
+}
+
+/// Re-signs what is past half its lifetime (targets, snapshot, timestamp; a new snapshot
+/// always brings a new timestamp), so a healthy server never serves expired metadata.
+/// Publisher roles and root are signed by keys the server does not hold.
+pub async fn refresh(store: &Store, keys: &OnlineKeys, now: i64) -> Result<Refreshed, TrustError> {
+    let Some(state) = current(store).await? else {
+        return Ok(Refreshed::default());
+    };
+    let holder = KeyHolder::Root(state.root.signed.signed.clone());
+    let mut files = Vec::new();
+    let mut done = Refreshed::default();
+
+    let mut snapshot_meta = state.snapshot.signed.signed.meta.clone();
+    if state.targets.due(now) {
+        let n = state.targets.stored.version + 1;
+        let expires = expiry(now, state.targets.lifetime());
+        let mut targets = state.targets.signed.signed.clone();
+        targets.version = version(n);
+        targets.expires = expires;
+        let signed = sign(targets, &holder, &[&keys.targets]).await?;
+        snapshot_meta.insert("targets.json".into(), metafile(n, signed.buffer()));
+        files.push(stored("targets", n, now, expires, &signed));
+        done.targets = Some(n);
+    }
+    let (snapshot_version, snapshot_bytes) = if done.targets.is_some() || state.snapshot.due(now) {
+        let n = state.snapshot.stored.version + 1;
+        let expires = expiry(now, state.snapshot.lifetime());
+        let mut snapshot = Snapshot::new(
+            state.snapshot.signed.signed.spec_version.clone(),
+            version(n),
+            expires,
+        );
+        snapshot.meta = snapshot_meta;
+        let signed = sign(snapshot, &holder, &[&keys.snapshot]).await?;
+        files.push(stored("snapshot", n, now, expires, &signed));
+        done.snapshot = Some(n);
+        (n, signed.buffer().clone())
+    } else {
+        (
+            state.snapshot.stored.version,
+            state.snapshot.stored.bytes.clone(),
+        )
+    };
+    if done.snapshot.is_some() || state.timestamp.due(now) {
+        let n = state.timestamp.stored.version + 1;
+        let expires = expiry(now, state.timestamp.lifetime());
+        let mut timestamp = Timestamp::new(
+            state.timestamp.signed.signed.spec_version.clone(),
+            version(n),
+            expires,
+        );
+        timestamp.meta.insert(
+            "snapshot.json".into(),
+            metafile(snapshot_version, &snapshot_bytes),
+        );
+        let signed = sign(timestamp, &holder, &[&keys.timestamp]).await?;
+        files.push(stored("timestamp", n, now, expires, &signed));
+        done.timestamp = Some(n);
+    }
+    if files.is_empty() {
+        return Ok(done);
+    }
+    match store.put_metadata(&files).await {
+        Ok(()) => Ok(done),
+        // Another writer (a publish, another replica) signed newer versions first; its
+        // metadata is fresh, so there is nothing left to do this round.
+        Err(StoreError::MetadataExists { .. }) => Ok(Refreshed::default()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Runs [`refresh`] every `every` until the process stops; failures are logged here,
+/// where they are handled, and retried on the next tick.
+pub async fn refresh_forever(store: Store, keys: OnlineKeys, every: std::time::Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        let now = crate::clock::now();
+        match refresh(&store, &keys, now).await {
+            Ok(r) if r == Refreshed::default() => {}
+            Ok(r) => {
+                tracing::info!(targets = ?r.targets, snapshot = ?r.snapshot, timestamp = ?r.timestamp, "re-signed metadata before expiry")
+            }
+            Err(e) => tracing::error!(error = %e, "re-signing metadata failed; retrying next tick"),
+        }
+    }
+}
