@@ -10,6 +10,13 @@ CREATE TABLE tuf_metadata (
     PRIMARY KEY (role, version)
 );
 
+-- A publisher's ed25519 public keys (space-separated hex) and signature threshold. The
+-- signed delegation in targets.json is written with the publisher's first role
+-- metadata, so a delegation never exists without a snapshot entry (tough stops loading
+-- later delegations at one without).
+ALTER TABLE publishers ADD COLUMN public_keys TEXT NOT NULL DEFAULT '';
+ALTER TABLE publishers ADD COLUMN threshold BIGINT NOT NULL DEFAULT 1;
+
 -- API tokens of publishers; only a hash is stored.
 CREATE TABLE publisher_tokens (
     id           INTEGER PRIMARY KEY,

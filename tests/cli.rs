@@ -151,3 +151,131 @@ fn keys_generate_writes_a_private_pkcs8_key_and_its_public_half() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("refusing to overwrite"));
     assert_eq!(std::fs::read_to_string(&key).unwrap(), pem);
 }
+
+#[test]
+fn publisher_add_prints_a_token_once_and_stores_only_its_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let d = data.to_str().unwrap();
+    let key = marketplace::trust::SigningKey::generate().unwrap().public();
+    let out = marketplace(&[
+        "publisher",
+        "add",
+        "acme",
+        "--key",
+        &key.hex(),
+        "--data-dir",
+        d,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = stdout(&out);
+    let token = text.lines().last().unwrap().trim().to_owned();
+    assert!(token.starts_with("mkt_") && token.len() == 68, "{text}");
+    assert!(text.contains(&key.key_id()));
+
+    // The database holds the hash, never the token itself.
+    let db = std::fs::read(data.join("marketplace.db")).unwrap();
+    let wal = std::fs::read(data.join("marketplace.db-wal")).unwrap_or_default();
+    let hay = [db, wal].concat();
+    assert!(
+        !hay.windows(token.len()).any(|w| w == token.as_bytes()),
+        "plain token stored"
+    );
+    let hash = marketplace::trust::publishers::token_hash(&token);
+    assert!(hay.windows(hash.len()).any(|w| w == hash.as_bytes()));
+
+    let list = stdout(&marketplace(&["publisher", "list", "--data-dir", d]));
+    assert!(list.contains("acme\tthreshold 1\ttokens 1"), "{list}");
+    for (args, needle) in [
+        (
+            vec![
+                "publisher",
+                "add",
+                "acme",
+                "--key",
+                &key.hex(),
+                "--data-dir",
+                d,
+            ],
+            "already exists",
+        ),
+        (
+            vec![
+                "publisher",
+                "add",
+                "root",
+                "--key",
+                &key.hex(),
+                "--data-dir",
+                d,
+            ],
+            "reserved",
+        ),
+        (
+            vec![
+                "publisher",
+                "add",
+                "fundament",
+                "--key",
+                &key.hex(),
+                "--data-dir",
+                d,
+            ],
+            "built-in",
+        ),
+        (
+            vec![
+                "publisher",
+                "add",
+                "beta",
+                "--key",
+                "nothex",
+                "--data-dir",
+                d,
+            ],
+            "not an ed25519 public key",
+        ),
+        (
+            vec![
+                "publisher",
+                "add",
+                "beta",
+                "--key",
+                &key.hex(),
+                "--threshold",
+                "2",
+                "--data-dir",
+                d,
+            ],
+            "impossible",
+        ),
+        (
+            vec!["publisher", "revoke-token", "nobody", "--data-dir", d],
+            "no publisher",
+        ),
+    ] {
+        let out = marketplace(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(needle),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert!(
+        stdout(&marketplace(&[
+            "publisher",
+            "revoke-token",
+            "acme",
+            "--data-dir",
+            d
+        ]))
+        .contains("revoked 1 token")
+    );
+    assert!(stdout(&marketplace(&["publisher", "list", "--data-dir", d])).contains("tokens 0"));
+}

@@ -2,6 +2,7 @@
 //! this is the only place (with background tasks) that uses `anyhow`.
 
 mod keys;
+mod publisher;
 mod repo;
 mod serve;
 mod validate;
@@ -31,6 +32,8 @@ enum Command {
     Keys(keys::KeysArgs),
     /// Manage the signed index (TUF repository).
     Repo(repo::RepoArgs),
+    /// Manage publishers: their keys and API tokens.
+    Publisher(publisher::PublisherArgs),
 }
 
 pub fn run() -> ExitCode {
@@ -40,6 +43,7 @@ pub fn run() -> ExitCode {
         Command::Validate(args) => validate::run(args),
         Command::Keys(args) => report(keys::run(args)),
         Command::Repo(args) => report(repo::run(args)),
+        Command::Publisher(args) => report(publisher::run(args)),
     }
 }
 

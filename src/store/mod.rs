@@ -2,6 +2,7 @@
 //! invariants (immutability of published versions); they never call HTTP handlers or
 //! know about pages.
 
+mod publishers;
 mod query;
 mod tuf;
 
@@ -15,15 +16,18 @@ use sqlx::{Row, SqlitePool};
 
 use crate::definition::Definition;
 
+pub use publishers::PublisherRecord;
 pub use query::{Page, PluginQuery, PluginSummary, Sort, search_expression};
 pub use tuf::StoredMetadata;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    // The cause is part of the message and deliberately not also a `source()`, so an
+    // error chain prints it once.
     #[error("database error: {0}")]
-    Database(#[from] sqlx::Error),
+    Database(sqlx::Error),
     #[error("database migration failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    Migrate(sqlx::migrate::MigrateError),
     #[error(
         "{publisher}/{name} version {version} is already published with hash {existing}; published versions are immutable"
     )]
@@ -33,10 +37,26 @@ pub enum StoreError {
         version: String,
         existing: String,
     },
+    #[error("publisher `{0}` already exists")]
+    PublisherExists(String),
+    #[error("no publisher `{0}` with keys is registered")]
+    NoSuchPublisher(String),
     #[error("metadata {role} version {version} already exists")]
     MetadataExists { role: String, version: u64 },
     #[error("stored definition {0} no longer parses: {1}")]
     Corrupt(String, crate::definition::InvalidDefinition),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        StoreError::Database(e)
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for StoreError {
+    fn from(e: sqlx::migrate::MigrateError) -> Self {
+        StoreError::Migrate(e)
+    }
 }
 
 /// What [`Store::insert_version`] did.

@@ -6,6 +6,7 @@ pub mod client;
 pub mod http;
 pub mod keys;
 pub mod metadata;
+pub mod publishers;
 pub mod repo;
 pub mod state;
 
@@ -25,6 +26,8 @@ pub enum TrustError {
         "threshold {threshold} is impossible with {keys} key(s); it must be between 1 and the number of keys"
     )]
     Threshold { threshold: u64, keys: u64 },
+    #[error("publisher name `{0}` {1}")]
+    PublisherName(String, &'static str),
     #[error("signing failed: {0}")]
     Sign(String),
     #[error("{0}: {1}")]

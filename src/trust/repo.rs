@@ -191,6 +191,10 @@ pub async fn init(
         stored("snapshot", 1, now, snapshot_expires, &signed_snapshot),
         stored("timestamp", 1, now, timestamp_expires, &signed_timestamp),
     ];
+    // Keys first: if init stops before the metadata is stored, running it again works.
+    store
+        .set_publisher_keys(BUILTIN_PUBLISHER, &[builtin_key.public().hex()], 1)
+        .await?;
     store.put_metadata(&files).await?;
     store
         .record_signers(BUILTIN_PUBLISHER, &[builtin_key.public().key_id()])

@@ -1,0 +1,227 @@
+//! Publishers: their public keys, signature threshold and API tokens (stored hashed).
+
+use sqlx::Row;
+
+use super::{Store, StoreError};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublisherRecord {
+    pub name: String,
+    /// Hex ed25519 public keys.
+    pub public_keys: Vec<String>,
+    pub threshold: u64,
+    pub created_at: i64,
+    pub active_tokens: i64,
+}
+
+impl Store {
+    /// Registers a publisher with its keys and first token. A name already in use is
+    /// refused, except a publisher known only from definitions and without keys.
+    pub async fn add_publisher(
+        &self,
+        name: &str,
+        public_keys: &[String],
+        threshold: u64,
+        token_sha256: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let existing: Option<String> =
+            sqlx::query_scalar("SELECT public_keys FROM publishers WHERE name = ?")
+                .bind(name)
+                .fetch_optional(&mut *tx)
+                .await?;
+        match existing {
+            Some(keys) if !keys.is_empty() => {
+                return Err(StoreError::PublisherExists(name.to_owned()));
+            }
+            Some(_) => {
+                sqlx::query("UPDATE publishers SET public_keys = ?, threshold = ? WHERE name = ?")
+                    .bind(public_keys.join(" "))
+                    .bind(i64::try_from(threshold).unwrap_or(i64::MAX))
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            None => {
+                sqlx::query("INSERT INTO publishers (name, created_at, public_keys, threshold) VALUES (?, ?, ?, ?)")
+                    .bind(name)
+                    .bind(now)
+                    .bind(public_keys.join(" "))
+                    .bind(i64::try_from(threshold).unwrap_or(i64::MAX))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        insert_token(&mut tx, name, token_sha256, now).await?;
+        tx.commit().await?;
+        *self.facets.lock().expect("facets lock") = None;
+        Ok(())
+    }
+
+    /// Sets the keys of a publisher that may not exist yet (the built-in publisher).
+    pub async fn set_publisher_keys(
+        &self,
+        name: &str,
+        public_keys: &[String],
+        threshold: u64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO publishers (name, created_at, public_keys, threshold) VALUES (?, ?, ?, ?)
+             ON CONFLICT (name) DO UPDATE SET public_keys = excluded.public_keys, threshold = excluded.threshold",
+        )
+        .bind(name)
+        .bind(crate::clock::now())
+        .bind(public_keys.join(" "))
+        .bind(i64::try_from(threshold).unwrap_or(i64::MAX))
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
+    /// Issues another token for an existing publisher.
+    pub async fn add_token(
+        &self,
+        name: &str,
+        token_sha256: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
+        insert_token(&mut tx, name, token_sha256, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Revokes every active token of a publisher; returns how many were active.
+    pub async fn revoke_tokens(&self, name: &str, now: i64) -> Result<u64, StoreError> {
+        let publisher = self
+            .publisher(name)
+            .await?
+            .ok_or_else(|| StoreError::NoSuchPublisher(name.to_owned()))?;
+        let done = sqlx::query(
+            "UPDATE publisher_tokens SET revoked_at = ? WHERE revoked_at IS NULL
+             AND publisher_id = (SELECT id FROM publishers WHERE name = ?)",
+        )
+        .bind(now)
+        .bind(&publisher.name)
+        .execute(self.pool())
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// The publisher an active token belongs to.
+    pub async fn publisher_for_token(
+        &self,
+        token_sha256: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT p.name FROM publisher_tokens t JOIN publishers p ON p.id = t.publisher_id
+             WHERE t.token_sha256 = ? AND t.revoked_at IS NULL",
+        )
+        .bind(token_sha256)
+        .fetch_optional(self.pool())
+        .await?)
+    }
+
+    pub async fn publisher(&self, name: &str) -> Result<Option<PublisherRecord>, StoreError> {
+        Ok(self.publisher_records(Some(name)).await?.into_iter().next())
+    }
+
+    /// Publishers with keys (those that can publish), by name.
+    pub async fn publisher_list(&self) -> Result<Vec<PublisherRecord>, StoreError> {
+        self.publisher_records(None).await
+    }
+
+    async fn publisher_records(
+        &self,
+        name: Option<&str>,
+    ) -> Result<Vec<PublisherRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT p.name, p.public_keys, p.threshold, p.created_at,
+                    (SELECT COUNT(*) FROM publisher_tokens t WHERE t.publisher_id = p.id AND t.revoked_at IS NULL) AS active
+             FROM publishers p WHERE p.public_keys <> '' AND (? IS NULL OR p.name = ?) ORDER BY p.name",
+        )
+        .bind(name)
+        .bind(name)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| PublisherRecord {
+                name: r.get("name"),
+                public_keys: r
+                    .get::<String, _>("public_keys")
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect(),
+                threshold: r.get::<i64, _>("threshold").try_into().unwrap_or(1),
+                created_at: r.get("created_at"),
+                active_tokens: r.get("active"),
+            })
+            .collect())
+    }
+}
+
+async fn insert_token(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    name: &str,
+    token_sha256: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    let inserted = sqlx::query(
+        "INSERT INTO publisher_tokens (publisher_id, token_sha256, created_at)
+         SELECT id, ?, ? FROM publishers WHERE name = ? AND public_keys <> ''",
+    )
+    .bind(token_sha256)
+    .bind(now)
+    .bind(name)
+    .execute(&mut **tx)
+    .await?;
+    if inserted.rows_affected() == 0 {
+        return Err(StoreError::NoSuchPublisher(name.to_owned()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn tokens_map_to_their_publisher_until_revoked() {
+        let store = Store::open_in_memory().await.unwrap();
+        let keys = vec!["ab".repeat(32)];
+        store
+            .add_publisher("acme", &keys, 1, "t1", 10)
+            .await
+            .unwrap();
+        store.add_token("acme", "t2", 11).await.unwrap();
+        assert_eq!(
+            store.publisher_for_token("t1").await.unwrap().as_deref(),
+            Some("acme")
+        );
+        assert_eq!(
+            store
+                .publisher("acme")
+                .await
+                .unwrap()
+                .unwrap()
+                .active_tokens,
+            2
+        );
+        assert!(matches!(
+            store.add_publisher("acme", &keys, 1, "t3", 12).await,
+            Err(StoreError::PublisherExists(_))
+        ));
+        assert_eq!(store.revoke_tokens("acme", 13).await.unwrap(), 2);
+        assert_eq!(store.publisher_for_token("t1").await.unwrap(), None);
+        assert!(matches!(
+            store.add_token("nobody", "t4", 14).await,
+            Err(StoreError::NoSuchPublisher(_))
+        ));
+        assert!(matches!(
+            store.revoke_tokens("nobody", 14).await,
+            Err(StoreError::NoSuchPublisher(_))
+        ));
+    }
+}

@@ -1,0 +1,101 @@
+//! Registering publishers: name rules, their keys, API tokens (shown once, stored as a
+//! sha256 hash).
+
+use aws_lc_rs::rand::{SecureRandom, SystemRandom};
+use sha2::{Digest, Sha256};
+
+use super::{PublicKey, TrustError};
+use crate::catalog::builtin::BUILTIN_PUBLISHER;
+use crate::definition::is_dns_label;
+use crate::store::Store;
+
+/// Role names TUF reserves; a publisher's delegated role is named after the publisher.
+const RESERVED: [&str; 5] = ["root", "targets", "snapshot", "timestamp", "mirrors"];
+const TOKEN_PREFIX: &str = "mkt_";
+
+pub fn check_name(name: &str) -> Result<(), TrustError> {
+    if !is_dns_label(name) {
+        return Err(TrustError::PublisherName(
+            name.to_owned(),
+            "must be a DNS-1123 label (lowercase letters, digits, `-`; at most 63)",
+        ));
+    }
+    if RESERVED.contains(&name) {
+        return Err(TrustError::PublisherName(
+            name.to_owned(),
+            "is a reserved TUF role name",
+        ));
+    }
+    if name == BUILTIN_PUBLISHER {
+        return Err(TrustError::PublisherName(
+            name.to_owned(),
+            "publishes the built-in definitions and is managed by the server",
+        ));
+    }
+    Ok(())
+}
+
+/// A new random API token: `mkt_` and 64 hex digits (256 bits).
+pub fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    SystemRandom::new()
+        .fill(&mut bytes)
+        .expect("the system random source works");
+    format!("{TOKEN_PREFIX}{}", hex::encode(bytes))
+}
+
+/// What the database keeps of a token.
+pub fn token_hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// Registers a publisher and returns its first API token (the only time it is shown).
+pub async fn add(
+    store: &Store,
+    name: &str,
+    keys: &[PublicKey],
+    threshold: u64,
+    now: i64,
+) -> Result<String, TrustError> {
+    check_name(name)?;
+    let mut hexes: Vec<String> = keys.iter().map(PublicKey::hex).collect();
+    hexes.sort();
+    hexes.dedup();
+    if hexes.is_empty() || threshold == 0 || threshold > hexes.len() as u64 {
+        return Err(TrustError::Threshold {
+            threshold,
+            keys: hexes.len() as u64,
+        });
+    }
+    let token = new_token();
+    store
+        .add_publisher(name, &hexes, threshold, &token_hash(&token), now)
+        .await?;
+    Ok(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_tokens() {
+        assert!(check_name("acme").is_ok());
+        for bad in [
+            "Acme",
+            "root",
+            "snapshot",
+            "fundament",
+            "a/b",
+            "",
+            &"x".repeat(64),
+        ] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+        let (a, b) = (new_token(), new_token());
+        assert_ne!(a, b);
+        assert!(a.starts_with("mkt_") && a.len() == 68);
+        assert_eq!(token_hash(&a).len(), 64);
+        assert_ne!(token_hash(&a), a);
+    }
+}
