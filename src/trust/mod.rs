@@ -6,6 +6,7 @@ pub mod client;
 pub mod http;
 pub mod keys;
 pub mod metadata;
+pub mod publish;
 pub mod publishers;
 pub mod repo;
 pub mod state;

@@ -1,0 +1,396 @@
+//! Publishing: the publisher side builds and signs its next role metadata; the server
+//! side decides whether to accept it. The server never holds a publisher's key; it only
+//! checks what the publisher signed against the keys registered for it.
+
+use std::collections::HashMap;
+
+use tough::TargetName;
+use tough::schema::{DelegatedTargets, Delegations, KeyHolder, Signed, Targets};
+
+use super::metadata::{
+    SPEC_VERSION, expiry, publisher_delegation, sign, target, target_name, version,
+};
+use super::{PublicKey, SigningKey, TrustError};
+use crate::definition::Definition;
+
+/// Why an upload was refused. Each names what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error("role metadata is not valid TUF targets metadata: {0}")]
+    Malformed(String),
+    #[error("role metadata is not signed by {threshold} of publisher {publisher}'s keys: {reason}")]
+    Signature {
+        publisher: String,
+        threshold: u64,
+        reason: String,
+    },
+    #[error(
+        "role version {got} is stale: the current version is {current}; fetch the current metadata and sign again"
+    )]
+    Stale { got: u64, current: u64 },
+    #[error("role version {got} skips versions: the next version is {expected}")]
+    VersionGap { got: u64, expected: u64 },
+    #[error("target {0} lies outside {1}/*/* (publishers own only their own path)")]
+    OutsidePath(String, String),
+    #[error(
+        "published target {0} was changed or removed; published versions are immutable (yank instead)"
+    )]
+    Immutable(String),
+    #[error("the role must add exactly the uploaded definition as {expected}; {found}")]
+    WrongTargets { expected: String, found: String },
+    #[error("uploaded definition bytes do not match target {0} (length or sha256 differ)")]
+    BytesMismatch(String),
+    #[error("role expiry must be in the future and in whole seconds")]
+    Expiry,
+    #[error("publishers may not delegate further")]
+    NestedDelegation,
+}
+
+/// The delegation the server holds for a publisher, as a TUF key holder.
+pub fn delegations_for(
+    publisher: &str,
+    keys: &[PublicKey],
+    threshold: u64,
+) -> Result<Delegations, TrustError> {
+    let mut d = Delegations::new();
+    for k in keys {
+        d.keys
+            .insert(k.tuf_key().key_id().expect("key id"), k.tuf_key());
+    }
+    d.roles
+        .push(publisher_delegation(publisher, keys, threshold)?);
+    Ok(d)
+}
+
+/// Publisher side: the next version of the role with `def` added, signed with `keys`.
+pub async fn build_role(
+    publisher: &str,
+    current: Option<&Signed<Targets>>,
+    def: &Definition,
+    keys: &[&SigningKey],
+    threshold: u64,
+    lifetime: std::time::Duration,
+    now: i64,
+) -> Result<Vec<u8>, TrustError> {
+    let next = current.map_or(1, |c| c.signed.version.get() + 1);
+    let mut role = Targets::new(SPEC_VERSION.into(), version(next), expiry(now, lifetime));
+    role.delegations = None;
+    if let Some(c) = current {
+        role.targets = c.signed.targets.clone();
+    }
+    let name = TargetName::new(target_name(publisher, def))
+        .map_err(|e| TrustError::Sign(e.to_string()))?;
+    role.targets.insert(name, target(def, false));
+    let publics: Vec<PublicKey> = keys.iter().map(|k| k.public()).collect();
+    let holder = KeyHolder::Delegations(delegations_for(publisher, &publics, threshold)?);
+    let signed = sign(
+        DelegatedTargets {
+            name: publisher.into(),
+            targets: role,
+        },
+        &holder,
+        keys,
+    )
+    .await?;
+    Ok(signed.buffer().clone())
+}
+
+/// Server side: checks an uploaded role that adds `def`. `current` is the role as the
+/// snapshot lists it now (`None` before the first publish).
+pub fn verify_upload(
+    publisher: &str,
+    delegations: &Delegations,
+    current: Option<&Signed<Targets>>,
+    uploaded: &[u8],
+    def: &Definition,
+    now: i64,
+) -> Result<Signed<Targets>, PublishError> {
+    let role: Signed<Targets> =
+        serde_json::from_slice(uploaded).map_err(|e| PublishError::Malformed(e.to_string()))?;
+    let threshold = delegations.roles.first().map_or(1, |r| r.threshold.get());
+    delegations
+        .verify_role(&role, publisher)
+        .map_err(|e| PublishError::Signature {
+            publisher: publisher.into(),
+            threshold,
+            reason: e.to_string(),
+        })?;
+    let got = role.signed.version.get();
+    let current_version = current.map_or(0, |c| c.signed.version.get());
+    if got <= current_version {
+        return Err(PublishError::Stale {
+            got,
+            current: current_version,
+        });
+    }
+    if got != current_version + 1 {
+        return Err(PublishError::VersionGap {
+            got,
+            expected: current_version + 1,
+        });
+    }
+    let expires = role.signed.expires;
+    if expires.as_second() <= now || expires.subsec_nanosecond() != 0 {
+        return Err(PublishError::Expiry);
+    }
+    if role
+        .signed
+        .delegations
+        .as_ref()
+        .is_some_and(|d| !d.roles.is_empty() || !d.keys.is_empty())
+    {
+        return Err(PublishError::NestedDelegation);
+    }
+    for name in role.signed.targets.keys() {
+        if !owned_by(publisher, name.raw()) {
+            return Err(PublishError::OutsidePath(
+                name.raw().into(),
+                publisher.into(),
+            ));
+        }
+    }
+    let old: HashMap<&TargetName, &tough::schema::Target> = current
+        .map(|c| c.signed.targets.iter().collect())
+        .unwrap_or_default();
+    for (name, t) in &old {
+        match role.signed.targets.get(*name) {
+            Some(new) if new == *t => {}
+            _ => return Err(PublishError::Immutable(name.raw().into())),
+        }
+    }
+    let expected = target_name(publisher, def);
+    let added: Vec<&TargetName> = role
+        .signed
+        .targets
+        .keys()
+        .filter(|n| !old.contains_key(n))
+        .collect();
+    match added.as_slice() {
+        [only] if only.raw() == expected => {}
+        _ => {
+            return Err(PublishError::WrongTargets {
+                found: format!(
+                    "it adds [{}]",
+                    added.iter().map(|n| n.raw()).collect::<Vec<_>>().join(", ")
+                ),
+                expected,
+            });
+        }
+    }
+    let t = &role.signed.targets[added[0]];
+    if t.length != def.bytes.len() as u64
+        || t.hashes.sha256.as_ref()
+            != hex::decode(def.hash.trim_start_matches("sha256:")).unwrap_or_default()
+    {
+        return Err(PublishError::BytesMismatch(expected));
+    }
+    Ok(role)
+}
+
+/// `PUBLISHER/NAME/FILE` exactly: three segments, the way python-tuf matches
+/// `PUBLISHER/*/*` (a `*` never spans a `/`), so every client agrees on ownership.
+fn owned_by(publisher: &str, target: &str) -> bool {
+    let parts: Vec<&str> = target.split('/').collect();
+    parts.len() == 3
+        && parts[0] == publisher
+        && parts[1..]
+            .iter()
+            .all(|p| !p.is_empty() && *p != "." && *p != "..")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::builtin;
+
+    const DAY: std::time::Duration = std::time::Duration::from_secs(86_400);
+
+    fn defs() -> Vec<Definition> {
+        builtin::definitions().unwrap()
+    }
+
+    struct Fixture {
+        key: SigningKey,
+        delegations: Delegations,
+        now: i64,
+    }
+
+    fn fixture() -> Fixture {
+        let key = SigningKey::generate().unwrap();
+        let delegations = delegations_for("acme", &[key.public()], 1).unwrap();
+        Fixture {
+            key,
+            delegations,
+            now: 1_790_000_000,
+        }
+    }
+
+    async fn first(f: &Fixture, def: &Definition) -> (Vec<u8>, Signed<Targets>) {
+        let bytes = build_role("acme", None, def, &[&f.key], 1, DAY, f.now)
+            .await
+            .unwrap();
+        let role = verify_upload("acme", &f.delegations, None, &bytes, def, f.now)
+            .expect("a well-formed first publish");
+        (bytes, role)
+    }
+
+    #[tokio::test]
+    async fn accepts_a_first_and_a_second_publish() {
+        let f = fixture();
+        let d = defs();
+        let (_, v1) = first(&f, &d[0]).await;
+        let bytes = build_role("acme", Some(&v1), &d[1], &[&f.key], 1, DAY, f.now)
+            .await
+            .unwrap();
+        let v2 = verify_upload("acme", &f.delegations, Some(&v1), &bytes, &d[1], f.now).unwrap();
+        assert_eq!(v2.signed.version.get(), 2);
+        assert_eq!(v2.signed.targets.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn refuses_each_kind_of_bad_upload() {
+        let f = fixture();
+        let d = defs();
+        let (_, v1) = first(&f, &d[0]).await;
+        let rogue = SigningKey::generate().unwrap();
+
+        // Signed by a key the publisher does not have.
+        let bytes = build_role("acme", Some(&v1), &d[1], &[&rogue], 1, DAY, f.now)
+            .await
+            .unwrap();
+        assert!(matches!(
+            verify_upload("acme", &f.delegations, Some(&v1), &bytes, &d[1], f.now),
+            Err(PublishError::Signature { .. })
+        ));
+
+        // Below threshold: the publisher needs 2 of 2 keys and signs with one.
+        let second = SigningKey::generate().unwrap();
+        let two = delegations_for("acme", &[f.key.public(), second.public()], 2).unwrap();
+        assert!(matches!(
+            verify_upload(
+                "acme",
+                &two,
+                Some(&v1),
+                &build_role("acme", Some(&v1), &d[1], &[&f.key], 1, DAY, f.now)
+                    .await
+                    .unwrap(),
+                &d[1],
+                f.now
+            ),
+            Err(PublishError::Signature { .. })
+        ));
+
+        // Version not incremented: a replay of v1 on top of v1.
+        let (v1_bytes, _) = first(&f, &d[0]).await;
+        assert!(matches!(
+            verify_upload("acme", &f.delegations, Some(&v1), &v1_bytes, &d[0], f.now),
+            Err(PublishError::Stale { got: 1, current: 1 })
+        ));
+
+        // Bytes that do not match the new target.
+        let bytes = build_role("acme", Some(&v1), &d[1], &[&f.key], 1, DAY, f.now)
+            .await
+            .unwrap();
+        assert!(matches!(
+            verify_upload("acme", &f.delegations, Some(&v1), &bytes, &d[2], f.now),
+            Err(PublishError::WrongTargets { .. })
+        ));
+
+        // A target under another publisher's path.
+        let mut role = v1.signed.clone();
+        role.version = version(2);
+        role.targets.insert(
+            TargetName::new(format!("other/{}/1.0.0.yaml", d[1].name())).unwrap(),
+            target(&d[1], false),
+        );
+        let holder = KeyHolder::Delegations(f.delegations.clone());
+        let signed = sign(
+            DelegatedTargets {
+                name: "acme".into(),
+                targets: role,
+            },
+            &holder,
+            &[&f.key],
+        )
+        .await
+        .unwrap();
+        assert!(matches!(
+            verify_upload(
+                "acme",
+                &f.delegations,
+                Some(&v1),
+                signed.buffer(),
+                &d[1],
+                f.now
+            ),
+            Err(PublishError::OutsidePath(..))
+        ));
+
+        // A published target removed.
+        let mut role = v1.signed.clone();
+        role.version = version(2);
+        role.targets.clear();
+        role.targets.insert(
+            TargetName::new(target_name("acme", &d[1])).unwrap(),
+            target(&d[1], false),
+        );
+        let signed = sign(
+            DelegatedTargets {
+                name: "acme".into(),
+                targets: role,
+            },
+            &holder,
+            &[&f.key],
+        )
+        .await
+        .unwrap();
+        assert!(matches!(
+            verify_upload(
+                "acme",
+                &f.delegations,
+                Some(&v1),
+                signed.buffer(),
+                &d[1],
+                f.now
+            ),
+            Err(PublishError::Immutable(_))
+        ));
+
+        // Expired on arrival.
+        let bytes = build_role(
+            "acme",
+            Some(&v1),
+            &d[1],
+            &[&f.key],
+            1,
+            DAY,
+            f.now - 2 * 86_400,
+        )
+        .await
+        .unwrap();
+        assert!(matches!(
+            verify_upload("acme", &f.delegations, Some(&v1), &bytes, &d[1], f.now),
+            Err(PublishError::Expiry)
+        ));
+
+        // Not JSON at all.
+        assert!(matches!(
+            verify_upload("acme", &f.delegations, None, b"{", &d[0], f.now),
+            Err(PublishError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn ownership_is_per_segment() {
+        assert!(owned_by("acme", "acme/x/1.0.0.yaml"));
+        for bad in [
+            "acme/x/y/1.0.0.yaml",
+            "acme/1.0.0.yaml",
+            "other/x/1.yaml",
+            "acme/../1.yaml",
+            "acme//1.yaml",
+        ] {
+            assert!(!owned_by("acme", bad), "{bad}");
+        }
+    }
+}
