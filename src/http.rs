@@ -42,6 +42,48 @@ impl From<StoreError> for HttpError {
     }
 }
 
+impl From<crate::trust::TrustError> for HttpError {
+    fn from(e: crate::trust::TrustError) -> Self {
+        match e {
+            crate::trust::TrustError::Store(e) => e.into(),
+            e => {
+                tracing::error!(error = %e, "signed index failure");
+                HttpError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "internal error; the operator can find details in the server log",
+                )
+            }
+        }
+    }
+}
+
+impl From<crate::trust::publish::AcceptError> for HttpError {
+    fn from(e: crate::trust::publish::AcceptError) -> Self {
+        use crate::trust::publish::{AcceptError as A, PublishError as P};
+        let message = e.to_string();
+        match e {
+            A::NotInitialized => {
+                HttpError::new(StatusCode::SERVICE_UNAVAILABLE, "not_initialized", message)
+            }
+            A::UnknownPublisher(_) => HttpError::not_found(message),
+            A::Invalid(_) => HttpError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_definition",
+                message,
+            ),
+            A::Refused(P::Signature { .. }) => {
+                HttpError::new(StatusCode::FORBIDDEN, "bad_signature", message)
+            }
+            A::Refused(P::Stale { .. } | P::VersionGap { .. }) | A::Conflict => {
+                HttpError::new(StatusCode::CONFLICT, "stale", message)
+            }
+            A::Refused(_) => HttpError::new(StatusCode::UNPROCESSABLE_ENTITY, "rejected", message),
+            A::Trust(e) => e.into(),
+        }
+    }
+}
+
 impl From<CatalogError> for HttpError {
     fn from(e: CatalogError) -> Self {
         match e {

@@ -21,6 +21,8 @@ use axum::Router;
 #[derive(Clone)]
 pub struct AppState {
     pub store: store::Store,
+    /// Present once the signed index is initialized; publishing needs it.
+    pub signer: Option<std::sync::Arc<trust::state::Signer>>,
 }
 
 /// The whole HTTP application; tests drive it directly with `oneshot`.

@@ -6,21 +6,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::Server;
+use common::{Server, python, python_tuf};
 use marketplace::catalog::builtin;
 use marketplace::trust::SigningKey;
-
-/// python-tuf from the virtualenv `.ci/run` creates; `MARKETPLACE_TEST_PYTHON` overrides.
-fn python() -> PathBuf {
-    let path = std::env::var_os("MARKETPLACE_TEST_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
-    assert!(
-        path.exists(),
-        "python-tuf is needed for this test: run `bash .ci/run` (it creates .venv with tuf==7.0.1), or set MARKETPLACE_TEST_PYTHON"
-    );
-    path
-}
 
 /// The TUF target name of a built-in definition.
 fn builtin_target(name: &str) -> String {
@@ -122,24 +110,6 @@ async fn python_tuf_verifies_and_downloads_every_builtin() {
         let downloaded = std::fs::read(t["path"].as_str().unwrap()).unwrap();
         assert_eq!(downloaded, def.bytes, "{name}: exact bytes");
     }
-}
-
-/// Runs python-tuf against `url` with a fresh cache; returns its JSON report.
-fn python_tuf(url: &str, root: &Path, cache: &Path, targets: &[&str]) -> serde_json::Value {
-    let out = Command::new(python())
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tuf_client.py"))
-        .arg(url)
-        .arg(root)
-        .arg(cache)
-        .args(targets)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "python-tuf refused the index: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use clap::Args;
 use crate::catalog::builtin;
 use crate::server;
 use crate::store::Store;
-use crate::trust::state::{self, OnlineKeys};
+use crate::trust::state::{self, OnlineKeys, Signer};
 
 /// How often the server checks whether metadata needs re-signing; far shorter than the
 /// shortest lifetime (one minute), so nothing expires between checks.
@@ -50,14 +50,25 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "built-in catalog loaded"
     );
 
-    match OnlineKeys::load(&args.data_dir).context("loading the signed index's online keys")? {
+    let signer = match OnlineKeys::load(&args.data_dir)
+        .context("loading the signed index's online keys")?
+    {
         Some(keys) => {
-            tokio::spawn(state::refresh_forever(store.clone(), keys, REFRESH_EVERY));
+            let signer = std::sync::Arc::new(Signer::new(keys));
+            tokio::spawn(state::refresh_forever(
+                store.clone(),
+                signer.clone(),
+                REFRESH_EVERY,
+            ));
+            Some(signer)
         }
-        None => tracing::warn!(
-            "the signed index is not initialized; run `marketplace repo init` to serve /tuf/"
-        ),
-    }
+        None => {
+            tracing::warn!(
+                "the signed index is not initialized; run `marketplace repo init` to serve /tuf/ and accept publishes"
+            );
+            None
+        }
+    };
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -70,6 +81,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         listener,
         crate::app(crate::AppState {
             store: store.clone(),
+            signer,
         }),
     )
     .await

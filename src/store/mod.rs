@@ -171,79 +171,40 @@ impl Store {
         now: i64,
     ) -> Result<Inserted, StoreError> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO publishers (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(publisher)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        let publisher_id: i64 = sqlx::query_scalar("SELECT id FROM publishers WHERE name = ?")
-            .bind(publisher)
-            .fetch_one(&mut *tx)
-            .await?;
-        sqlx::query(
-            "INSERT INTO plugins (publisher_id, name, created_at, updated_at) VALUES (?, ?, ?, ?)
-             ON CONFLICT (publisher_id, name) DO NOTHING",
-        )
-        .bind(publisher_id)
-        .bind(def.name())
-        .bind(now)
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        let plugin_id: i64 =
-            sqlx::query_scalar("SELECT id FROM plugins WHERE publisher_id = ? AND name = ?")
-                .bind(publisher_id)
-                .bind(def.name())
-                .fetch_one(&mut *tx)
-                .await?;
-
-        let canonical = def.version.to_string();
-        let existing: Option<String> = sqlx::query_scalar(
-            "SELECT hash FROM plugin_versions WHERE plugin_id = ? AND canonical = ?",
-        )
-        .bind(plugin_id)
-        .bind(&canonical)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some(existing) = existing {
-            if existing == def.hash {
-                return Ok(Inserted::Unchanged);
-            }
-            return Err(StoreError::VersionExists {
-                publisher: publisher.to_owned(),
-                name: def.name().to_owned(),
-                version: def.version_text().to_owned(),
-                existing,
-            });
+        let inserted = insert_version_in(&mut tx, publisher, def, now).await?;
+        tx.commit().await?;
+        if inserted == Inserted::New {
+            *self.facets.lock().expect("facets lock") = None;
         }
+        Ok(inserted)
+    }
+
+    /// Stores a published definition together with the signed metadata that publishes
+    /// it, in one transaction: both or neither. A metadata version that already exists
+    /// (a concurrent publish won) or a changed definition fails the whole commit.
+    pub async fn publish(
+        &self,
+        publisher: &str,
+        def: &Definition,
+        signer_key_ids: &[String],
+        files: &[StoredMetadata],
+        now: i64,
+    ) -> Result<Inserted, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let inserted = insert_version_in(&mut tx, publisher, def, now).await?;
         sqlx::query(
-            "INSERT INTO plugin_versions (plugin_id, version, canonical, major, hash, definition, image, published_at)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "UPDATE plugin_versions SET signer_key_ids = ? WHERE hash = ? AND plugin_id IN
+             (SELECT p.id FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.name = ?)",
         )
-        .bind(plugin_id)
-        .bind(def.version_text())
-        .bind(&canonical)
-        .bind(i64::try_from(def.version.major).unwrap_or(i64::MAX))
+        .bind(signer_key_ids.join(" "))
         .bind(&def.hash)
-        .bind(&def.bytes)
-        .bind(def.image.to_string())
-        .bind(now)
+        .bind(publisher)
         .execute(&mut *tx)
         .await?;
-
-        let versions: Vec<(String, bool)> =
-            sqlx::query_as("SELECT canonical, yanked FROM plugin_versions WHERE plugin_id = ?")
-                .bind(plugin_id)
-                .fetch_all(&mut *tx)
-                .await?;
-        if latest_listed(&versions).as_deref() == Some(canonical.as_str()) {
-            write_summary(&mut tx, plugin_id, def, now).await?;
-        }
+        tuf::put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
         *self.facets.lock().expect("facets lock") = None;
-        Ok(Inserted::New)
+        Ok(inserted)
     }
 
     pub async fn plugin(
@@ -459,6 +420,85 @@ impl Store {
     pub(crate) fn pool(&self) -> &SqlitePool {
         &self.pool
     }
+}
+
+async fn insert_version_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    publisher: &str,
+    def: &Definition,
+    now: i64,
+) -> Result<Inserted, StoreError> {
+    sqlx::query(
+        "INSERT INTO publishers (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+    )
+    .bind(publisher)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    let publisher_id: i64 = sqlx::query_scalar("SELECT id FROM publishers WHERE name = ?")
+        .bind(publisher)
+        .fetch_one(&mut **tx)
+        .await?;
+    sqlx::query(
+        "INSERT INTO plugins (publisher_id, name, created_at, updated_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (publisher_id, name) DO NOTHING",
+    )
+    .bind(publisher_id)
+    .bind(def.name())
+    .bind(now)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    let plugin_id: i64 =
+        sqlx::query_scalar("SELECT id FROM plugins WHERE publisher_id = ? AND name = ?")
+            .bind(publisher_id)
+            .bind(def.name())
+            .fetch_one(&mut **tx)
+            .await?;
+
+    let canonical = def.version.to_string();
+    let existing: Option<String> = sqlx::query_scalar(
+        "SELECT hash FROM plugin_versions WHERE plugin_id = ? AND canonical = ?",
+    )
+    .bind(plugin_id)
+    .bind(&canonical)
+    .fetch_optional(&mut **tx)
+    .await?;
+    if let Some(existing) = existing {
+        if existing == def.hash {
+            return Ok(Inserted::Unchanged);
+        }
+        return Err(StoreError::VersionExists {
+            publisher: publisher.to_owned(),
+            name: def.name().to_owned(),
+            version: def.version_text().to_owned(),
+            existing,
+        });
+    }
+    sqlx::query(
+        "INSERT INTO plugin_versions (plugin_id, version, canonical, major, hash, definition, image, published_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(plugin_id)
+    .bind(def.version_text())
+    .bind(&canonical)
+    .bind(i64::try_from(def.version.major).unwrap_or(i64::MAX))
+    .bind(&def.hash)
+    .bind(&def.bytes)
+    .bind(def.image.to_string())
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+
+    let versions: Vec<(String, bool)> =
+        sqlx::query_as("SELECT canonical, yanked FROM plugin_versions WHERE plugin_id = ?")
+            .bind(plugin_id)
+            .fetch_all(&mut **tx)
+            .await?;
+    if latest_listed(&versions).as_deref() == Some(canonical.as_str()) {
+        write_summary(tx, plugin_id, def, now).await?;
+    }
+    Ok(Inserted::New)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

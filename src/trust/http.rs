@@ -4,13 +4,15 @@
 //! - `/tuf/metadata/timestamp.json` — short cache lifetime, re-signed before expiry;
 //! - `/tuf/metadata/N.ROLE.json` — immutable (root, targets, snapshot, publishers);
 //! - `/tuf/metadata/root.json` — the newest root, for bootstrapping by hand;
+//! - `POST /api/v1/publishers/P/definitions` — publish (bearer token of publisher P);
+//! - `GET /api/v1/publishers/P/role` — P's current role metadata, to sign the next one;
 //! - `/tuf/targets/PUBLISHER/NAME/HASH.VERSION.yaml` — immutable definition bytes (also
 //!   as `HASH.PUBLISHER/NAME/VERSION.yaml`, the layout tough's client requests).
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 
 use crate::AppState;
 use crate::http::{HttpError, client_has};
@@ -24,6 +26,8 @@ pub fn router() -> axum::Router<AppState> {
     axum::Router::new()
         .route("/tuf/metadata/{file}", get(metadata))
         .route("/tuf/targets/{publisher}/{name}/{file}", get(target))
+        .route("/api/v1/publishers/{publisher}/role", get(current_role))
+        .route("/api/v1/publishers/{publisher}/definitions", post(publish))
 }
 
 fn not_initialized() -> HttpError {
@@ -138,4 +142,104 @@ async fn target(
         bytes,
     )
         .into_response())
+}
+
+/// The publisher's current role metadata as the newest snapshot lists it; 404 with code
+/// `no_role` before its first publish (the next version is then 1).
+async fn current_role(
+    State(state): State<AppState>,
+    Path(publisher): Path<String>,
+) -> Result<Response, HttpError> {
+    let snapshot = crate::trust::state::current(&state.store)
+        .await
+        .map_err(internal)?
+        .ok_or_else(not_initialized)?
+        .snapshot;
+    match super::publish::current_role(&state.store, &snapshot.signed.signed, &publisher)
+        .await
+        .map_err(internal)?
+    {
+        Some((stored, _)) => Ok(serve_metadata(stored, "no-cache", &HeaderMap::new())),
+        None => Err(HttpError::new(
+            StatusCode::NOT_FOUND,
+            "no_role",
+            format!("publisher {publisher} has published nothing yet; the first role version is 1"),
+        )),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PublishRequest {
+    /// The definition YAML, exactly as signed.
+    definition: String,
+    /// The publisher's signed role metadata (JSON text), exactly as signed.
+    role: String,
+}
+
+async fn publish(
+    State(state): State<AppState>,
+    Path(publisher): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, axum::Json<super::publish::Published>), HttpError> {
+    let token = bearer(&headers)?;
+    match state
+        .store
+        .publisher_for_token(&super::publishers::token_hash(token))
+        .await?
+    {
+        None => return Err(unauthorized("the token is unknown or revoked")),
+        Some(owner) if owner != publisher => {
+            return Err(HttpError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("this token belongs to another publisher, not {publisher}"),
+            ));
+        }
+        Some(_) => {}
+    }
+    let request: PublishRequest = serde_json::from_slice(&body).map_err(|e| {
+        HttpError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!(
+                "body must be JSON {{\"definition\": YAML text, \"role\": signed JSON text}}: {e}"
+            ),
+        )
+    })?;
+    let signer = state.signer.as_ref().ok_or_else(not_initialized)?;
+    let _guard = signer.lock.lock().await;
+    let published = super::publish::accept(
+        &state.store,
+        &signer.keys,
+        &publisher,
+        request.definition.as_bytes(),
+        request.role.as_bytes(),
+        crate::clock::now(),
+    )
+    .await?;
+    tracing::info!(publisher = %published.publisher, name = %published.name, version = %published.version, "published");
+    Ok((StatusCode::CREATED, axum::Json(published)))
+}
+
+fn bearer(headers: &HeaderMap) -> Result<&str, HttpError> {
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| unauthorized("an `Authorization: Bearer <token>` header is required"))?;
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| unauthorized("the Authorization header must be `Bearer <token>`"))
+}
+
+fn unauthorized(message: &str) -> HttpError {
+    HttpError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+}
+
+fn internal(e: super::TrustError) -> HttpError {
+    HttpError::from(e)
 }

@@ -35,6 +35,23 @@ impl OnlineKeys {
     }
 }
 
+/// The server's signing capability: online keys, and a lock so one process never signs
+/// two competing snapshots at once (other replicas are caught by the store's version
+/// check instead).
+pub struct Signer {
+    pub keys: OnlineKeys,
+    pub lock: tokio::sync::Mutex<()>,
+}
+
+impl Signer {
+    pub fn new(keys: OnlineKeys) -> Signer {
+        Signer {
+            keys,
+            lock: tokio::sync::Mutex::new(()),
+        }
+    }
+}
+
 /// A role's signed metadata with the stored row it came from.
 pub struct Current<T> {
     pub signed: Signed<T>,
@@ -43,7 +60,7 @@ pub struct Current<T> {
 
 impl<T> Current<T> {
     /// The lifetime this role was signed with, kept for its next version.
-    fn lifetime(&self) -> std::time::Duration {
+    pub(crate) fn lifetime(&self) -> std::time::Duration {
         std::time::Duration::from_secs(
             self.stored
                 .expires_at
@@ -205,12 +222,19 @@ pub async fn refresh(store: &Store, keys: &OnlineKeys, now: i64) -> Result<Refre
 
 /// Runs [`refresh`] every `every` until the process stops; failures are logged here,
 /// where they are handled, and retried on the next tick.
-pub async fn refresh_forever(store: Store, keys: OnlineKeys, every: std::time::Duration) {
+pub async fn refresh_forever(
+    store: Store,
+    signer: std::sync::Arc<Signer>,
+    every: std::time::Duration,
+) {
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
         let now = crate::clock::now();
-        match refresh(&store, &keys, now).await {
+        let guard = signer.lock.lock().await;
+        let result = refresh(&store, &signer.keys, now).await;
+        drop(guard);
+        match result {
             Ok(r) if r == Refreshed::default() => {}
             Ok(r) => {
                 tracing::info!(targets = ?r.targets, snapshot = ?r.snapshot, timestamp = ?r.timestamp, "re-signed metadata before expiry")

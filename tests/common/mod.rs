@@ -2,7 +2,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use axum::body::Body;
@@ -20,7 +20,10 @@ pub const NOW: i64 = 1_790_000_000;
 pub async fn state() -> AppState {
     let store = Store::open_in_memory().await.expect("store opens");
     builtin::load(&store, NOW).await.expect("built-ins load");
-    AppState { store }
+    AppState {
+        store,
+        signer: None,
+    }
 }
 
 pub struct Reply {
@@ -105,4 +108,34 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// python-tuf from the virtualenv `.ci/run` creates; `MARKETPLACE_TEST_PYTHON` overrides.
+pub fn python() -> PathBuf {
+    let path = std::env::var_os("MARKETPLACE_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
+    assert!(
+        path.exists(),
+        "python-tuf is needed for this test: run `bash .ci/run` (it creates .venv with tuf==7.0.1), or set MARKETPLACE_TEST_PYTHON"
+    );
+    path
+}
+
+/// Runs python-tuf against `url` with a fresh cache; returns its JSON report.
+pub fn python_tuf(url: &str, root: &Path, cache: &Path, targets: &[&str]) -> serde_json::Value {
+    let out = Command::new(python())
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tuf_client.py"))
+        .arg(url)
+        .arg(root)
+        .arg(cache)
+        .args(targets)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python-tuf refused the index: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }

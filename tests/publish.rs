@@ -1,0 +1,408 @@
+//! Publishing through the HTTP API into the signed index, against the real server.
+//! Each refusal the issue lists has its own assertion with status and error code.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{Server, builtin_yaml, python_tuf};
+use marketplace::definition::Definition;
+use marketplace::trust::SigningKey;
+use marketplace::trust::publish::build_role;
+use tough::schema::{Signed, Targets};
+
+const YEAR: std::time::Duration = std::time::Duration::from_secs(365 * 86_400);
+
+fn marketplace(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_marketplace"))
+        .args(args)
+        .output()
+        .expect("binary runs")
+}
+
+/// A repo with publisher `acme` (one key) and `beta`; returns data dir, acme key, tokens.
+fn setup(dir: &Path) -> (PathBuf, SigningKey, String, String) {
+    let data = dir.join("data");
+    let root = dir.join("root.pem");
+    SigningKey::generate().unwrap().save_new(&root).unwrap();
+    let d = data.to_str().unwrap();
+    assert!(
+        marketplace(&[
+            "repo",
+            "init",
+            "--data-dir",
+            d,
+            "--root-key",
+            root.to_str().unwrap()
+        ])
+        .status
+        .success()
+    );
+    let acme = SigningKey::generate().unwrap();
+    let token = |name: &str, key: &SigningKey| {
+        let out = marketplace(&[
+            "publisher",
+            "add",
+            name,
+            "--key",
+            &key.public().hex(),
+            "--data-dir",
+            d,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+    let acme_token = token("acme", &acme);
+    let beta_token = token("beta", &SigningKey::generate().unwrap());
+    (data, acme, acme_token, beta_token)
+}
+
+/// A built-in definition renamed and re-versioned: new bytes for `acme` to publish.
+fn definition(from: &str, name: &str, version: &str) -> Definition {
+    let yaml = builtin_yaml(from);
+    let mut out = String::new();
+    let (mut named, mut versioned) = (false, false);
+    for line in yaml.lines() {
+        let t = line.trim_start();
+        if !named && t.starts_with("name:") {
+            out.push_str(&format!("  name: {name}\n"));
+            named = true;
+        } else if !versioned && t.starts_with("version:") {
+            out.push_str(&format!("  version: {version}\n"));
+            versioned = true;
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    Definition::parse(out.as_bytes()).expect("still valid")
+}
+
+struct Client {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl Client {
+    async fn role(&self, publisher: &str) -> Option<Signed<Targets>> {
+        let r = self
+            .http
+            .get(format!("{}/api/v1/publishers/{publisher}/role", self.url))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 404 {
+            return None;
+        }
+        assert_eq!(r.status(), 200);
+        Some(serde_json::from_slice(&r.bytes().await.unwrap()).unwrap())
+    }
+
+    async fn publish(
+        &self,
+        publisher: &str,
+        token: Option<&str>,
+        def: &[u8],
+        role: &[u8],
+    ) -> (u16, serde_json::Value) {
+        let body = serde_json::json!({
+            "definition": String::from_utf8(def.to_vec()).unwrap(),
+            "role": String::from_utf8(role.to_vec()).unwrap(),
+        });
+        let mut req = self
+            .http
+            .post(format!(
+                "{}/api/v1/publishers/{publisher}/definitions",
+                self.url
+            ))
+            .json(&body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(serde_json::Value::Null))
+    }
+}
+
+async fn signed_role(c: &Client, def: &Definition, keys: &[&SigningKey]) -> Vec<u8> {
+    let current = c.role("acme").await;
+    build_role(
+        "acme",
+        current.as_ref(),
+        def,
+        keys,
+        1,
+        YEAR,
+        marketplace::clock::now(),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn publishing_adds_signed_targets_that_tuf_clients_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, key, token, _) = setup(dir.path());
+    let server = Server::start(&data);
+    let c = Client {
+        http: reqwest::Client::new(),
+        url: server.url.clone(),
+    };
+    assert!(c.role("acme").await.is_none(), "nothing published yet");
+
+    let first = definition("gateway", "edge-gateway", "v1.0.0");
+    let (status, body) = c
+        .publish(
+            "acme",
+            Some(&token),
+            &first.bytes,
+            &signed_role(&c, &first, &[&key]).await,
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        (body["role_version"].as_u64(), body["hash"].as_str()),
+        (Some(1), Some(first.hash.as_str()))
+    );
+    let second = definition("storage", "fast-disk", "2.1.0");
+    let (status, body) = c
+        .publish(
+            "acme",
+            Some(&token),
+            &second.bytes,
+            &signed_role(&c, &second, &[&key]).await,
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["role_version"], 2);
+
+    // The catalog lists them, with the signer recorded.
+    let list: serde_json::Value =
+        reqwest::get(format!("{}/api/v1/plugins?publisher=acme", server.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert_eq!(list["total"], 2);
+
+    // Our tough-based client verifies the whole index: built-ins and acme's targets.
+    let root = reqwest::get(format!("{}/tuf/metadata/1.root.json", server.url))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+
+    // python-tuf, the independent referee, verifies and downloads acme's definitions.
+    let root_path = dir.path().join("root.json");
+    std::fs::write(&root_path, &root).unwrap();
+    let names: Vec<String> = [&first, &second]
+        .iter()
+        .map(|d| format!("acme/{}/{}.yaml", d.name(), d.version))
+        .collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let report = python_tuf(&server.url, &root_path, &dir.path().join("py"), &refs);
+    for (def, name) in [&first, &second].iter().zip(&names) {
+        assert_eq!(
+            report["targets"][name]["sha256"].as_str(),
+            def.hash.strip_prefix("sha256:"),
+            "{name}"
+        );
+    }
+
+    let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
+    let repo = marketplace::trust::client::load(&root, &base, &dir.path().join("tough"))
+        .await
+        .unwrap();
+    for def in [&first, &second] {
+        let name =
+            tough::TargetName::new(format!("acme/{}/{}.yaml", def.name(), def.version)).unwrap();
+        use tough::IntoVec;
+        let bytes = repo
+            .read_target(&name)
+            .await
+            .unwrap()
+            .expect("published target")
+            .into_vec()
+            .await
+            .unwrap();
+        assert_eq!(bytes, def.bytes);
+    }
+    assert!(repo.delegated_role("fundament").is_some() && repo.delegated_role("acme").is_some());
+}
+
+/// What is wrong, token, definition bytes, role bytes, expected status and error code.
+type Refusal<'a> = (&'a str, Option<&'a str>, Vec<u8>, Vec<u8>, u16, &'a str);
+
+#[tokio::test]
+async fn every_refusal_has_its_status_and_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, key, token, beta_token) = setup(dir.path());
+    let server = Server::start(&data);
+    let c = Client {
+        http: reqwest::Client::new(),
+        url: server.url.clone(),
+    };
+    let first = definition("gateway", "edge-gateway", "1.0.0");
+    let (status, _) = c
+        .publish(
+            "acme",
+            Some(&token),
+            &first.bytes,
+            &signed_role(&c, &first, &[&key]).await,
+        )
+        .await;
+    assert_eq!(status, 201);
+
+    let next = definition("gateway", "edge-gateway", "1.1.0");
+    let good_role = signed_role(&c, &next, &[&key]).await;
+    let rogue = SigningKey::generate().unwrap();
+    let now = marketplace::clock::now();
+    let v1 = c.role("acme").await.unwrap();
+
+    let cases: Vec<Refusal> = vec![
+        (
+            "missing token",
+            None,
+            next.bytes.clone(),
+            good_role.clone(),
+            401,
+            "unauthorized",
+        ),
+        (
+            "invalid token",
+            Some("mkt_nope"),
+            next.bytes.clone(),
+            good_role.clone(),
+            401,
+            "unauthorized",
+        ),
+        (
+            "other publisher's token",
+            Some(&beta_token),
+            next.bytes.clone(),
+            good_role.clone(),
+            403,
+            "forbidden",
+        ),
+        (
+            "wrong publisher key",
+            Some(&token),
+            next.bytes.clone(),
+            build_role("acme", Some(&v1), &next, &[&rogue], 1, YEAR, now)
+                .await
+                .unwrap(),
+            403,
+            "bad_signature",
+        ),
+        (
+            "version not incremented",
+            Some(&token),
+            first.bytes.clone(),
+            build_role("acme", None, &first, &[&key], 1, YEAR, now)
+                .await
+                .unwrap(),
+            409,
+            "stale",
+        ),
+        (
+            "bytes not matching the target",
+            Some(&token),
+            definition("gateway", "edge-gateway", "1.2.0").bytes,
+            good_role.clone(),
+            422,
+            "rejected",
+        ),
+        (
+            "invalid definition",
+            Some(&token),
+            b"apiVersion: nope\n".to_vec(),
+            good_role.clone(),
+            422,
+            "invalid_definition",
+        ),
+        (
+            "changing a published version",
+            Some(&token),
+            definition("storage", "edge-gateway", "1.0.0").bytes,
+            build_role(
+                "acme",
+                Some(&v1),
+                &definition("storage", "edge-gateway", "1.0.0"),
+                &[&key],
+                1,
+                YEAR,
+                now,
+            )
+            .await
+            .unwrap(),
+            422,
+            "rejected",
+        ),
+    ];
+    for (what, tok, def, role, status, code) in cases {
+        let (got, body) = c.publish("acme", tok, &def, &role).await;
+        assert_eq!(
+            (got, body["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{what}: {body}"
+        );
+    }
+    // Nothing above changed the index: the good upload still applies as version 2.
+    let (status, body) = c
+        .publish("acme", Some(&token), &next.bytes, &good_role)
+        .await;
+    assert_eq!(
+        (status, body["role_version"].as_u64()),
+        (201, Some(2)),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn of_two_concurrent_publishes_one_wins_and_the_other_is_told_to_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, key, token, _) = setup(dir.path());
+    let server = Server::start(&data);
+    let c = Client {
+        http: reqwest::Client::new(),
+        url: server.url.clone(),
+    };
+    let a = definition("gateway", "alpha", "1.0.0");
+    let b = definition("storage", "bravo", "1.0.0");
+    // Both signed on top of the same (empty) state.
+    let (ra, rb) = (
+        signed_role(&c, &a, &[&key]).await,
+        signed_role(&c, &b, &[&key]).await,
+    );
+    let ((sa, _), (sb, body_b)) = tokio::join!(
+        c.publish("acme", Some(&token), &a.bytes, &ra),
+        c.publish("acme", Some(&token), &b.bytes, &rb)
+    );
+    let mut statuses = [sa, sb];
+    statuses.sort();
+    assert_eq!(statuses, [201, 409], "loser: {body_b}");
+    // The loser signs again on fresh metadata and succeeds.
+    let (retry_def, retry_role) = if sa == 409 {
+        (&a, signed_role(&c, &a, &[&key]).await)
+    } else {
+        (&b, signed_role(&c, &b, &[&key]).await)
+    };
+    let (status, _) = c
+        .publish("acme", Some(&token), &retry_def.bytes, &retry_role)
+        .await;
+    assert_eq!(status, 201);
+}
