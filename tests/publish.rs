@@ -406,3 +406,82 @@ async fn of_two_concurrent_publishes_one_wins_and_the_other_is_told_to_retry() {
         .await;
     assert_eq!(status, 201);
 }
+
+#[tokio::test]
+async fn the_publish_cli_signs_uploads_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, key, token, _) = setup(dir.path());
+    let server = Server::start(&data);
+    let key_file = dir.path().join("acme.pem");
+    key.save_new(&key_file).unwrap();
+    let publish = |file: &Path, key: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_marketplace"))
+            .args([
+                "publish",
+                file.to_str().unwrap(),
+                "--server",
+                &server.url,
+                "--key",
+                key.to_str().unwrap(),
+            ])
+            .env("MARKETPLACE_TOKEN", &token)
+            .output()
+            .unwrap()
+    };
+    for (i, version) in ["1.0.0", "1.1.0"].into_iter().enumerate() {
+        let def = definition("backup", "vault-backup", version);
+        let file = dir.path().join(format!("vault-backup-{version}.yaml"));
+        std::fs::write(&file, &def.bytes).unwrap();
+        let out = publish(&file, &key_file);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("published acme/vault-backup {version}"))
+                && text.contains(&format!("role version {}", i + 1)),
+            "{text}"
+        );
+    }
+    let versions: serde_json::Value = reqwest::get(format!(
+        "{}/api/v1/plugins/acme/vault-backup/versions",
+        server.url
+    ))
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(versions["items"].as_array().unwrap().len(), 2);
+
+    // Validated locally first, with the same messages as `marketplace validate`.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: fundament.io/v1\nkind: PluginDefinition\n",
+    )
+    .unwrap();
+    let out = publish(&bad, &key_file);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("missing field"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Another key than the registered one: the CLI refuses to build on metadata it did
+    // not sign, before uploading anything.
+    let rogue = dir.path().join("rogue.pem");
+    SigningKey::generate().unwrap().save_new(&rogue).unwrap();
+    let file = dir.path().join("vault-backup-2.0.0.yaml");
+    std::fs::write(&file, definition("backup", "vault-backup", "2.0.0").bytes).unwrap();
+    let out = publish(&file, &rogue);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("did not sign"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -2,6 +2,7 @@
 //! this is the only place (with background tasks) that uses `anyhow`.
 
 mod keys;
+mod publish;
 mod publisher;
 mod repo;
 mod serve;
@@ -34,6 +35,8 @@ enum Command {
     Repo(repo::RepoArgs),
     /// Manage publishers: their keys and API tokens.
     Publisher(publisher::PublisherArgs),
+    /// Sign a definition with the publisher's key and publish it to a marketplace.
+    Publish(publish::PublishArgs),
 }
 
 pub fn run() -> ExitCode {
@@ -44,6 +47,7 @@ pub fn run() -> ExitCode {
         Command::Keys(args) => report(keys::run(args)),
         Command::Repo(args) => report(repo::run(args)),
         Command::Publisher(args) => report(publisher::run(args)),
+        Command::Publish(args) => report(publish::run(args)),
     }
 }
 

@@ -57,7 +57,7 @@ struct InitArgs {
 }
 
 /// `90s`, `30m`, `12h`, `7d`: whole seconds, at least one minute.
-fn parse_lifetime(s: &str) -> Result<Duration, String> {
+pub(super) fn parse_lifetime(s: &str) -> Result<Duration, String> {
     let (number, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
     let n: u64 = number
         .parse()

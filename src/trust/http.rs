@@ -6,6 +6,7 @@
 //! - `/tuf/metadata/root.json` — the newest root, for bootstrapping by hand;
 //! - `POST /api/v1/publishers/P/definitions` — publish (bearer token of publisher P);
 //! - `GET /api/v1/publishers/P/role` — P's current role metadata, to sign the next one;
+//! - `GET /api/v1/publishers/me` — which publisher a bearer token belongs to;
 //! - `/tuf/targets/PUBLISHER/NAME/HASH.VERSION.yaml` — immutable definition bytes (also
 //!   as `HASH.PUBLISHER/NAME/VERSION.yaml`, the layout tough's client requests).
 
@@ -26,6 +27,7 @@ pub fn router() -> axum::Router<AppState> {
     axum::Router::new()
         .route("/tuf/metadata/{file}", get(metadata))
         .route("/tuf/targets/{publisher}/{name}/{file}", get(target))
+        .route("/api/v1/publishers/me", get(whoami))
         .route("/api/v1/publishers/{publisher}/role", get(current_role))
         .route("/api/v1/publishers/{publisher}/definitions", post(publish))
 }
@@ -221,6 +223,20 @@ async fn publish(
     .await?;
     tracing::info!(publisher = %published.publisher, name = %published.name, version = %published.version, "published");
     Ok((StatusCode::CREATED, axum::Json(published)))
+}
+
+/// The publisher a bearer token belongs to, so tools need only the token.
+async fn whoami(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<axum::Json<serde_json::Value>, HttpError> {
+    let token = bearer(&headers)?;
+    let publisher = state
+        .store
+        .publisher_for_token(&super::publishers::token_hash(token))
+        .await?
+        .ok_or_else(|| unauthorized("the token is unknown or revoked"))?;
+    Ok(axum::Json(serde_json::json!({ "publisher": publisher })))
 }
 
 fn bearer(headers: &HeaderMap) -> Result<&str, HttpError> {

@@ -1,0 +1,154 @@
+//! `marketplace publish FILE --server URL --key KEY`
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use tough::schema::{Signed, Targets};
+
+use crate::definition::Definition;
+use crate::trust::SigningKey;
+use crate::trust::publish::{build_role, delegations_for};
+
+const ATTEMPTS: usize = 3;
+
+#[derive(Debug, Args)]
+pub struct PublishArgs {
+    /// The definition file to publish.
+    file: PathBuf,
+    /// Marketplace base URL, e.g. https://plugins.example.com
+    #[arg(long, env = "MARKETPLACE_SERVER")]
+    server: String,
+    /// The publisher's private key; repeat when the threshold needs several.
+    #[arg(long = "key", value_name = "PUBLISHER_KEY", required = true)]
+    keys: Vec<PathBuf>,
+    /// API token of the publisher.
+    #[arg(long, env = "MARKETPLACE_TOKEN", hide_env_values = true)]
+    token: String,
+    /// Lifetime of the signed role metadata.
+    #[arg(long, default_value = "365d", value_parser = super::repo::parse_lifetime)]
+    expires: Duration,
+}
+
+pub fn run(args: PublishArgs) -> anyhow::Result<()> {
+    tokio::runtime::Runtime::new()
+        .context("starting the async runtime")?
+        .block_on(publish(args))
+}
+
+async fn publish(a: PublishArgs) -> anyhow::Result<()> {
+    let bytes = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
+    let def = Definition::parse(&bytes).map_err(|e| {
+        let lines: Vec<String> = e
+            .problems
+            .iter()
+            .map(|p| format!("{}:{p}", a.file.display()))
+            .collect();
+        anyhow::anyhow!(
+            "{} is not a valid definition:\n{}",
+            a.file.display(),
+            lines.join("\n")
+        )
+    })?;
+    let keys = a
+        .keys
+        .iter()
+        .map(|k| SigningKey::load(k))
+        .collect::<Result<Vec<_>, _>>()?;
+    let key_refs: Vec<&SigningKey> = keys.iter().collect();
+    let base = a.server.trim_end_matches('/');
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?;
+
+    let who: serde_json::Value = checked(
+        http.get(format!("{base}/api/v1/publishers/me"))
+            .bearer_auth(&a.token)
+            .send()
+            .await?,
+    )
+    .await?;
+    let publisher = who["publisher"]
+        .as_str()
+        .context("the server did not say which publisher the token belongs to")?
+        .to_owned();
+
+    for attempt in 1..=ATTEMPTS {
+        let current = current_role(&http, base, &publisher, &keys).await?;
+        let role = build_role(
+            &publisher,
+            current.as_ref(),
+            &def,
+            &key_refs,
+            keys.len() as u64,
+            a.expires,
+            crate::clock::now(),
+        )
+        .await?;
+        let body = serde_json::json!({
+            "definition": String::from_utf8(bytes.clone()).context("the definition is not UTF-8")?,
+            "role": String::from_utf8(role).expect("signed JSON is UTF-8"),
+        });
+        let resp = http
+            .post(format!("{base}/api/v1/publishers/{publisher}/definitions"))
+            .bearer_auth(&a.token)
+            .json(&body)
+            .send()
+            .await?;
+        if resp.status() == reqwest::StatusCode::CONFLICT && attempt < ATTEMPTS {
+            eprintln!(
+                "the index changed while signing (attempt {attempt}); signing again on fresh metadata"
+            );
+            continue;
+        }
+        let done: serde_json::Value = checked(resp).await?;
+        println!(
+            "published {publisher}/{} {} ({}) as role version {}",
+            def.name(),
+            def.version_text(),
+            def.hash,
+            done["role_version"]
+        );
+        return Ok(());
+    }
+    unreachable!("the last attempt returns")
+}
+
+/// The publisher's current role, accepted only if it carries the publisher's own
+/// signature: a server must not be able to slip targets into what the publisher signs.
+async fn current_role(
+    http: &reqwest::Client,
+    base: &str,
+    publisher: &str,
+    keys: &[SigningKey],
+) -> anyhow::Result<Option<Signed<Targets>>> {
+    let resp = http
+        .get(format!("{base}/api/v1/publishers/{publisher}/role"))
+        .send()
+        .await?;
+    if resp.status() == reqwest::StatusCode::NOT_FOUND {
+        return Ok(None);
+    }
+    let resp = resp.error_for_status()?;
+    let role: Signed<Targets> = serde_json::from_slice(&resp.bytes().await?)
+        .context("the server's role metadata is not TUF targets metadata")?;
+    let publics: Vec<_> = keys.iter().map(SigningKey::public).collect();
+    delegations_for(publisher, &publics, 1)?
+        .verify_role(&role, publisher)
+        .map_err(|e| {
+            anyhow::anyhow!("refusing to build on role metadata the publisher did not sign: {e}")
+        })?;
+    Ok(Some(role))
+}
+
+/// The JSON body of a successful response, or the server's error message.
+async fn checked(resp: reqwest::Response) -> anyhow::Result<serde_json::Value> {
+    let status = resp.status();
+    let body: serde_json::Value = resp.json().await.unwrap_or(serde_json::Value::Null);
+    if !status.is_success() {
+        let msg = body["error"]["message"].as_str().unwrap_or("no details");
+        bail!("the server refused ({status}): {msg}");
+    }
+    Ok(body)
+}
