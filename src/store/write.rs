@@ -1,0 +1,247 @@
+//! Writing the catalog: inserting versions (alone, or with the signed metadata that
+//! publishes them) and keeping each plugin's summary of its latest listed version.
+
+use super::{Inserted, LinkKind, Store, StoreError, StoredMetadata, tuf};
+use crate::definition::Definition;
+
+impl Store {
+    /// Stores a validated definition under `publisher`, creating publisher and plugin on
+    /// first use. Storing the same bytes again is a no-op; other bytes under an existing
+    /// version are refused, because published versions are immutable.
+    pub async fn insert_version(
+        &self,
+        publisher: &str,
+        def: &Definition,
+        now: i64,
+    ) -> Result<Inserted, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let inserted = insert_version_in(&mut tx, publisher, def, now).await?;
+        tx.commit().await?;
+        if inserted == Inserted::New {
+            *self.facets.lock().expect("facets lock") = None;
+        }
+        Ok(inserted)
+    }
+
+    /// Stores a published definition together with the signed metadata that publishes
+    /// it, in one transaction: both or neither. A metadata version that already exists
+    /// (a concurrent publish won) or a changed definition fails the whole commit.
+    pub async fn publish(
+        &self,
+        publisher: &str,
+        def: &Definition,
+        signer_key_ids: &[String],
+        files: &[StoredMetadata],
+        now: i64,
+    ) -> Result<Inserted, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let inserted = insert_version_in(&mut tx, publisher, def, now).await?;
+        sqlx::query(
+            "UPDATE plugin_versions SET signer_key_ids = ? WHERE hash = ? AND plugin_id IN
+             (SELECT p.id FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.name = ?)",
+        )
+        .bind(signer_key_ids.join(" "))
+        .bind(&def.hash)
+        .bind(publisher)
+        .execute(&mut *tx)
+        .await?;
+        tuf::put_metadata_in(&mut tx, files).await?;
+        tx.commit().await?;
+        *self.facets.lock().expect("facets lock") = None;
+        Ok(inserted)
+    }
+}
+
+async fn insert_version_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    publisher: &str,
+    def: &Definition,
+    now: i64,
+) -> Result<Inserted, StoreError> {
+    sqlx::query(
+        "INSERT INTO publishers (name, created_at) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+    )
+    .bind(publisher)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    let publisher_id: i64 = sqlx::query_scalar("SELECT id FROM publishers WHERE name = ?")
+        .bind(publisher)
+        .fetch_one(&mut **tx)
+        .await?;
+    sqlx::query(
+        "INSERT INTO plugins (publisher_id, name, created_at, updated_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (publisher_id, name) DO NOTHING",
+    )
+    .bind(publisher_id)
+    .bind(def.name())
+    .bind(now)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    let plugin_id: i64 =
+        sqlx::query_scalar("SELECT id FROM plugins WHERE publisher_id = ? AND name = ?")
+            .bind(publisher_id)
+            .bind(def.name())
+            .fetch_one(&mut **tx)
+            .await?;
+
+    let canonical = def.version.to_string();
+    let existing: Option<String> = sqlx::query_scalar(
+        "SELECT hash FROM plugin_versions WHERE plugin_id = ? AND canonical = ?",
+    )
+    .bind(plugin_id)
+    .bind(&canonical)
+    .fetch_optional(&mut **tx)
+    .await?;
+    if let Some(existing) = existing {
+        if existing == def.hash {
+            return Ok(Inserted::Unchanged);
+        }
+        return Err(StoreError::VersionExists {
+            publisher: publisher.to_owned(),
+            name: def.name().to_owned(),
+            version: def.version_text().to_owned(),
+            existing,
+        });
+    }
+    sqlx::query(
+        "INSERT INTO plugin_versions (plugin_id, version, canonical, major, hash, definition, image, published_at)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+    )
+    .bind(plugin_id)
+    .bind(def.version_text())
+    .bind(&canonical)
+    .bind(i64::try_from(def.version.major).unwrap_or(i64::MAX))
+    .bind(&def.hash)
+    .bind(&def.bytes)
+    .bind(def.image.to_string())
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+
+    let versions: Vec<(String, bool)> =
+        sqlx::query_as("SELECT canonical, yanked FROM plugin_versions WHERE plugin_id = ?")
+            .bind(plugin_id)
+            .fetch_all(&mut **tx)
+            .await?;
+    if latest_listed(&versions).as_deref() == Some(canonical.as_str()) {
+        write_summary(tx, plugin_id, def, now).await?;
+    }
+    Ok(Inserted::New)
+}
+
+/// The version a catalog lists: the highest non-yanked stable version, or the highest
+/// non-yanked pre-release when there is no stable one.
+fn latest_listed(versions: &[(String, bool)]) -> Option<String> {
+    let parsed = versions
+        .iter()
+        .filter(|(_, yanked)| !yanked)
+        .filter_map(|(v, _)| semver::Version::parse(v).ok());
+    let (stable, pre): (Vec<_>, Vec<_>) = parsed.partition(|v| v.pre.is_empty());
+    stable
+        .into_iter()
+        .max()
+        .or_else(|| pre.into_iter().max())
+        .map(|v| v.to_string())
+}
+
+async fn write_summary(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    plugin_id: i64,
+    def: &Definition,
+    now: i64,
+) -> Result<(), StoreError> {
+    let tags: Vec<&str> = def.tags().collect();
+    let req = def.requirements();
+    sqlx::query(
+        "UPDATE plugins SET latest_version = ?, display_name = ?, description = ?, tags = ?,
+         internet_access = ?, privileged = ?, kube_system = ?, updated_at = ? WHERE id = ?",
+    )
+    .bind(def.version_text())
+    .bind(def.display_name())
+    .bind(def.description())
+    .bind(tags.join(" "))
+    .bind(req.internet_access)
+    .bind(req.privileged)
+    .bind(req.kube_system_deployment)
+    .bind(now)
+    .bind(plugin_id)
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query("DELETE FROM plugin_search WHERE rowid = ?")
+        .bind(plugin_id)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query(
+        "INSERT INTO plugin_search (rowid, name, display_name, description, tags) VALUES (?, ?, ?, ?, ?)",
+    )
+    .bind(plugin_id)
+    .bind(def.name())
+    .bind(def.display_name())
+    .bind(def.description())
+    .bind(tags.join(" "))
+    .execute(&mut **tx)
+    .await?;
+    sqlx::query("DELETE FROM plugin_tags WHERE plugin_id = ?")
+        .bind(plugin_id)
+        .execute(&mut **tx)
+        .await?;
+    for tag in &tags {
+        sqlx::query("INSERT INTO plugin_tags (plugin_id, tag) VALUES (?, ?)")
+            .bind(plugin_id)
+            .bind(*tag)
+            .execute(&mut **tx)
+            .await?;
+    }
+    sqlx::query("DELETE FROM plugin_links WHERE plugin_id = ?")
+        .bind(plugin_id)
+        .execute(&mut **tx)
+        .await?;
+    let spec = &def.manifest.spec;
+    let links = spec
+        .dependencies
+        .iter()
+        .map(|d| (LinkKind::Dependency, d))
+        .chain(
+            spec.suggested_plugins
+                .iter()
+                .map(|s| (LinkKind::Suggestion, s)),
+        );
+    for (kind, target) in links {
+        sqlx::query("INSERT INTO plugin_links (plugin_id, kind, target) VALUES (?, ?, ?)")
+            .bind(plugin_id)
+            .bind(kind.as_str())
+            .bind(target.as_str())
+            .execute(&mut **tx)
+            .await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::latest_listed;
+
+    #[test]
+    fn latest_prefers_stable_and_skips_yanked() {
+        let v = |s: &str, y| (s.to_owned(), y);
+        assert_eq!(
+            latest_listed(&[v("1.0.0", false), v("1.10.0", false), v("1.9.0", false)]).as_deref(),
+            Some("1.10.0")
+        );
+        assert_eq!(
+            latest_listed(&[v("1.0.0", false), v("2.0.0-rc.1", false)]).as_deref(),
+            Some("1.0.0")
+        );
+        assert_eq!(
+            latest_listed(&[v("2.0.0-rc.1", false), v("2.0.0-rc.2", false)]).as_deref(),
+            Some("2.0.0-rc.2")
+        );
+        assert_eq!(
+            latest_listed(&[v("1.0.0", false), v("1.1.0", true)]).as_deref(),
+            Some("1.0.0")
+        );
+        assert_eq!(latest_listed(&[v("1.1.0", true)]), None);
+    }
+}
