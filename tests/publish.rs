@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Server, builtin_yaml, python_tuf};
+use common::{Server, builtin_yaml, python_tuf, trusted_root};
 use marketplace::definition::Definition;
 use marketplace::trust::SigningKey;
 use marketplace::trust::publish::build_role;
@@ -199,12 +199,7 @@ async fn publishing_adds_signed_targets_that_tuf_clients_verify() {
     assert_eq!(list["total"], 2);
 
     // Our tough-based client verifies the whole index: built-ins and acme's targets.
-    let root = reqwest::get(format!("{}/tuf/metadata/1.root.json", server.url))
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let root = trusted_root(&server.url).await;
 
     // python-tuf, the independent referee, verifies and downloads acme's definitions.
     let root_path = dir.path().join("root.json");

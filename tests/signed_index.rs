@@ -6,7 +6,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Server, python, python_tuf};
+use common::{Server, python, python_tuf, trusted_root};
 use marketplace::catalog::builtin;
 use marketplace::trust::SigningKey;
 
@@ -181,12 +181,7 @@ async fn metadata_is_re_signed_before_it_expires() {
 
     // Both independent clients accept the re-signed chain.
     let server = Server::start(&data);
-    let root = reqwest::get(format!("{}/tuf/metadata/1.root.json", server.url))
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let root = trusted_root(&server.url).await;
     let root_path = dir.path().join("root.json");
     std::fs::write(&root_path, &root).unwrap();
     let storage = builtin_target("storage");
@@ -213,12 +208,7 @@ async fn python_tuf_refuses_a_root_it_does_not_trust() {
     let other = tempfile::tempdir().unwrap();
     let other_data = init_repo(other.path(), 1);
     let other_server = Server::start(&other_data);
-    let foreign = reqwest::get(format!("{}/tuf/metadata/1.root.json", other_server.url))
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let foreign = trusted_root(&other_server.url).await;
     let root_path = dir.path().join("foreign-root.json");
     std::fs::write(&root_path, foreign).unwrap();
 
@@ -284,12 +274,7 @@ async fn our_rust_client_verifies_and_reads_every_builtin() {
     let dir = tempfile::tempdir().unwrap();
     let data = init_repo(dir.path(), 1);
     let server = Server::start(&data);
-    let root = reqwest::get(format!("{}/tuf/metadata/1.root.json", server.url))
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let root = trusted_root(&server.url).await;
     let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
     let datastore = dir.path().join("tough");
     let repo = marketplace::trust::client::load(&root, &base, &datastore)
@@ -332,12 +317,7 @@ async fn our_rust_client_refuses_a_foreign_root() {
     let server = Server::start(&init_repo(dir.path(), 1));
     let other = tempfile::tempdir().unwrap();
     let other_server = Server::start(&init_repo(other.path(), 1));
-    let foreign = reqwest::get(format!("{}/tuf/metadata/1.root.json", other_server.url))
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
+    let foreign = trusted_root(&other_server.url).await;
     let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
     let err = marketplace::trust::client::load(&foreign, &base, &dir.path().join("tough"))
         .await

@@ -225,6 +225,20 @@ mod tests {
         }
     }
 
+    /// A hand-modified role, signed with the publisher's key.
+    async fn resign(f: &Fixture, role: Targets) -> Vec<u8> {
+        let holder = KeyHolder::Delegations(f.delegations.clone());
+        let targets = DelegatedTargets {
+            name: "acme".into(),
+            targets: role,
+        };
+        sign(targets, &holder, &[&f.key])
+            .await
+            .unwrap()
+            .buffer()
+            .clone()
+    }
+
     async fn first(f: &Fixture, def: &Definition) -> (Vec<u8>, Signed<Targets>) {
         let bytes = build_role("acme", None, def, &[&f.key], 1, DAY, f.now)
             .await
@@ -303,26 +317,9 @@ mod tests {
             TargetName::new(format!("other/{}/1.0.0.yaml", d[1].name())).unwrap(),
             target(&d[1], false),
         );
-        let holder = KeyHolder::Delegations(f.delegations.clone());
-        let signed = sign(
-            DelegatedTargets {
-                name: "acme".into(),
-                targets: role,
-            },
-            &holder,
-            &[&f.key],
-        )
-        .await
-        .unwrap();
+        let signed = resign(&f, role).await;
         assert!(matches!(
-            verify_upload(
-                "acme",
-                &f.delegations,
-                Some(&v1),
-                signed.buffer(),
-                &d[1],
-                f.now
-            ),
+            verify_upload("acme", &f.delegations, Some(&v1), &signed, &d[1], f.now),
             Err(PublishError::OutsidePath(..))
         ));
 
@@ -334,25 +331,9 @@ mod tests {
             TargetName::new(target_name("acme", &d[1])).unwrap(),
             target(&d[1], false),
         );
-        let signed = sign(
-            DelegatedTargets {
-                name: "acme".into(),
-                targets: role,
-            },
-            &holder,
-            &[&f.key],
-        )
-        .await
-        .unwrap();
+        let signed = resign(&f, role).await;
         assert!(matches!(
-            verify_upload(
-                "acme",
-                &f.delegations,
-                Some(&v1),
-                signed.buffer(),
-                &d[1],
-                f.now
-            ),
+            verify_upload("acme", &f.delegations, Some(&v1), &signed, &d[1], f.now),
             Err(PublishError::Immutable(_))
         ));
 

@@ -139,3 +139,12 @@ pub fn python_tuf(url: &str, root: &Path, cache: &Path, targets: &[&str]) -> ser
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// `1.root.json` from a running server: the trust anchor a client is given once.
+pub async fn trusted_root(url: &str) -> Vec<u8> {
+    let resp = reqwest::get(format!("{url}/tuf/metadata/1.root.json"))
+        .await
+        .expect("request");
+    assert_eq!(resp.status(), 200, "the server has a root");
+    resp.bytes().await.expect("body").to_vec()
+}
