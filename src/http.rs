@@ -58,15 +58,16 @@ impl From<crate::trust::TrustError> for HttpError {
     }
 }
 
-impl From<crate::trust::publish::AcceptError> for HttpError {
-    fn from(e: crate::trust::publish::AcceptError) -> Self {
-        use crate::trust::publish::{AcceptError as A, PublishError as P};
+impl From<crate::trust::accept::AcceptError> for HttpError {
+    fn from(e: crate::trust::accept::AcceptError) -> Self {
+        use crate::trust::accept::AcceptError as A;
+        use crate::trust::publish::PublishError as P;
         let message = e.to_string();
         match e {
             A::NotInitialized => {
                 HttpError::new(StatusCode::SERVICE_UNAVAILABLE, "not_initialized", message)
             }
-            A::UnknownPublisher(_) => HttpError::not_found(message),
+            A::UnknownPublisher(_) | A::NothingPublished(_) => HttpError::not_found(message),
             A::Invalid(_) => HttpError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid_definition",

@@ -480,3 +480,154 @@ async fn the_publish_cli_signs_uploads_and_reports() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test]
+async fn yank_hides_a_version_but_keeps_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, key, token, _) = setup(dir.path());
+    let server = Server::start(&data);
+    let c = Client {
+        http: reqwest::Client::new(),
+        url: server.url.clone(),
+    };
+    let old = definition("gateway", "edge-gateway", "1.0.0");
+    let new = definition("gateway", "edge-gateway", "1.1.0");
+    for def in [&old, &new] {
+        let (status, body) = c
+            .publish(
+                "acme",
+                Some(&token),
+                &def.bytes,
+                &signed_role(&c, def, &[&key]).await,
+            )
+            .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let key_file = dir.path().join("acme.pem");
+    key.save_new(&key_file).unwrap();
+    let yank = |what: &str| {
+        Command::new(env!("CARGO_BIN_EXE_marketplace"))
+            .args([
+                "yank",
+                what,
+                "--server",
+                &server.url,
+                "--key",
+                key_file.to_str().unwrap(),
+            ])
+            .env("MARKETPLACE_TOKEN", &token)
+            .output()
+            .unwrap()
+    };
+    let out = yank("acme/edge-gateway@v1.1.0");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("yanked acme/edge-gateway/1.1.0.yaml (role version 3)")
+    );
+
+    // Listings move to the newest version still listed; the yanked one is marked.
+    let get = |path: String| {
+        let url = format!("{}{path}", server.url);
+        async move { reqwest::get(url).await.unwrap() }
+    };
+    let detail: serde_json::Value = get("/api/v1/plugins/acme/edge-gateway".into())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(detail["latest"]["version"], "1.0.0");
+    let versions: serde_json::Value = get("/api/v1/plugins/acme/edge-gateway/versions".into())
+        .await
+        .json()
+        .await
+        .unwrap();
+    let yanked: Vec<(&str, bool)> = versions["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["version"].as_str().unwrap(),
+                v["yanked"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(yanked, [("1.1.0", true), ("1.0.0", false)]);
+    let page = get("/plugins/acme/edge-gateway".into())
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("badge danger\">yanked"),
+        "yanked badge on the page"
+    );
+    // Still downloadable by hash, and python-tuf sees the yank in the signed custom field.
+    let hex = new.hash.trim_start_matches("sha256:");
+    let raw = get(format!("/tuf/targets/acme/edge-gateway/{hex}.1.1.0.yaml")).await;
+    assert_eq!(raw.status(), 200);
+    assert_eq!(raw.bytes().await.unwrap().to_vec(), new.bytes);
+    let root_path = dir.path().join("root.json");
+    std::fs::write(&root_path, trusted_root(&server.url).await).unwrap();
+    let report = python_tuf(
+        &server.url,
+        &root_path,
+        &dir.path().join("py"),
+        &["acme/edge-gateway/1.1.0.yaml"],
+    );
+    assert_eq!(
+        report["targets"]["acme/edge-gateway/1.1.0.yaml"]["custom"]["yanked"],
+        true
+    );
+
+    // Yanking it again changes nothing and is refused; un-yanking is refused too.
+    let again = yank("acme/edge-gateway@1.1.0");
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("newly yanked"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let mut role = c.role("acme").await.unwrap().signed;
+    role.version = std::num::NonZeroU64::new(role.version.get() + 1).unwrap();
+    for t in role.targets.values_mut() {
+        t.custom
+            .insert("yanked".into(), serde_json::Value::Bool(false));
+    }
+    let holder = tough::schema::KeyHolder::Delegations(
+        marketplace::trust::publish::delegations_for("acme", &[key.public()], 1).unwrap(),
+    );
+    let signed = marketplace::trust::metadata::sign(
+        tough::schema::DelegatedTargets {
+            name: "acme".into(),
+            targets: role,
+        },
+        &holder,
+        &[&key],
+    )
+    .await
+    .unwrap();
+    let resp = c
+        .http
+        .post(format!("{}/api/v1/publishers/acme/yank", server.url))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({ "role": String::from_utf8(signed.buffer().clone()).unwrap() }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 422, "un-yanking rewrites a published target");
+
+    // Yanking the last listed version removes the plugin from listings.
+    assert!(yank("acme/edge-gateway@1.0.0").status.success());
+    let list: serde_json::Value = get("/api/v1/plugins?publisher=acme".into())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["total"], 0);
+}

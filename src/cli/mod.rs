@@ -7,6 +7,7 @@ mod publisher;
 mod repo;
 mod serve;
 mod validate;
+mod yank;
 
 use std::process::ExitCode;
 
@@ -37,6 +38,9 @@ enum Command {
     Publisher(publisher::PublisherArgs),
     /// Sign a definition with the publisher's key and publish it to a marketplace.
     Publish(publish::PublishArgs),
+    /// Yank a published version: it stays downloadable by hash but leaves listings and
+    /// is never offered as an upgrade.
+    Yank(yank::YankArgs),
 }
 
 pub fn run() -> ExitCode {
@@ -48,6 +52,7 @@ pub fn run() -> ExitCode {
         Command::Repo(args) => report(repo::run(args)),
         Command::Publisher(args) => report(publisher::run(args)),
         Command::Publish(args) => report(publish::run(args)),
+        Command::Yank(args) => report(yank::run(args)),
     }
 }
 

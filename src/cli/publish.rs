@@ -11,7 +11,7 @@ use crate::definition::Definition;
 use crate::trust::SigningKey;
 use crate::trust::publish::{build_role, delegations_for};
 
-const ATTEMPTS: usize = 3;
+pub(super) const ATTEMPTS: usize = 3;
 
 #[derive(Debug, Args)]
 pub struct PublishArgs {
@@ -117,7 +117,7 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
 
 /// The publisher's current role, accepted only if it carries the publisher's own
 /// signature: a server must not be able to slip targets into what the publisher signs.
-async fn current_role(
+pub(super) async fn current_role(
     http: &reqwest::Client,
     base: &str,
     publisher: &str,
@@ -143,7 +143,7 @@ async fn current_role(
 }
 
 /// The JSON body of a successful response, or the server's error message.
-async fn checked(resp: reqwest::Response) -> anyhow::Result<serde_json::Value> {
+pub(super) async fn checked(resp: reqwest::Response) -> anyhow::Result<serde_json::Value> {
     let status = resp.status();
     let body: serde_json::Value = resp.json().await.unwrap_or(serde_json::Value::Null);
     if !status.is_success() {

@@ -23,6 +23,41 @@ impl Store {
         Ok(inserted)
     }
 
+    /// Marks the publisher's versions with these hashes yanked and stores the signed
+    /// metadata that says so, in one transaction. Yanked versions stay downloadable by
+    /// hash; listings move to the newest version still listed.
+    pub async fn yank(
+        &self,
+        publisher: &str,
+        hashes: &[String],
+        files: &[StoredMetadata],
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let mut plugins = Vec::new();
+        for hash in hashes {
+            let ids: Vec<i64> = sqlx::query_scalar(
+                "UPDATE plugin_versions SET yanked = TRUE WHERE hash = ? AND plugin_id IN
+                 (SELECT p.id FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.name = ?)
+                 RETURNING plugin_id",
+            )
+            .bind(hash)
+            .bind(publisher)
+            .fetch_all(&mut *tx)
+            .await?;
+            plugins.extend(ids);
+        }
+        plugins.sort_unstable();
+        plugins.dedup();
+        for id in plugins {
+            refresh_summary(&mut tx, id, now).await?;
+        }
+        tuf::put_metadata_in(&mut tx, files).await?;
+        tx.commit().await?;
+        *self.facets.lock().expect("facets lock") = None;
+        Ok(())
+    }
+
     /// Stores a published definition together with the signed metadata that publishes
     /// it, in one transaction: both or neither. A metadata version that already exists
     /// (a concurrent publish won) or a changed definition fails the whole commit.
@@ -50,6 +85,44 @@ impl Store {
         *self.facets.lock().expect("facets lock") = None;
         Ok(inserted)
     }
+}
+
+/// Re-derives a plugin's summary after its versions changed (a yank): the latest
+/// listed version's fields, or no listing at all when every version is yanked.
+async fn refresh_summary(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    plugin_id: i64,
+    now: i64,
+) -> Result<(), StoreError> {
+    let versions: Vec<(String, bool)> =
+        sqlx::query_as("SELECT canonical, yanked FROM plugin_versions WHERE plugin_id = ?")
+            .bind(plugin_id)
+            .fetch_all(&mut **tx)
+            .await?;
+    let Some(latest) = latest_listed(&versions) else {
+        sqlx::query("UPDATE plugins SET latest_version = NULL, updated_at = ? WHERE id = ?")
+            .bind(now)
+            .bind(plugin_id)
+            .execute(&mut **tx)
+            .await?;
+        for sql in [
+            "DELETE FROM plugin_tags WHERE plugin_id = ?",
+            "DELETE FROM plugin_links WHERE plugin_id = ?",
+            "DELETE FROM plugin_search WHERE rowid = ?",
+        ] {
+            sqlx::query(sql).bind(plugin_id).execute(&mut **tx).await?;
+        }
+        return Ok(());
+    };
+    let (hash, bytes): (String, Vec<u8>) = sqlx::query_as(
+        "SELECT hash, definition FROM plugin_versions WHERE plugin_id = ? AND canonical = ?",
+    )
+    .bind(plugin_id)
+    .bind(&latest)
+    .fetch_one(&mut **tx)
+    .await?;
+    let def = Definition::parse(&bytes).map_err(|e| StoreError::Corrupt(hash, e))?;
+    write_summary(tx, plugin_id, &def, now).await
 }
 
 async fn insert_version_in(

@@ -5,6 +5,7 @@
 //! - `/tuf/metadata/N.ROLE.json` — immutable (root, targets, snapshot, publishers);
 //! - `/tuf/metadata/root.json` — the newest root, for bootstrapping by hand;
 //! - `POST /api/v1/publishers/P/definitions` — publish (bearer token of publisher P);
+//! - `POST /api/v1/publishers/P/yank` — yank (bearer token of publisher P);
 //! - `GET /api/v1/publishers/P/role` — P's current role metadata, to sign the next one;
 //! - `GET /api/v1/publishers/me` — which publisher a bearer token belongs to;
 //! - `/tuf/targets/PUBLISHER/NAME/HASH.VERSION.yaml` — immutable definition bytes (also
@@ -30,6 +31,7 @@ pub fn router() -> axum::Router<AppState> {
         .route("/api/v1/publishers/me", get(whoami))
         .route("/api/v1/publishers/{publisher}/role", get(current_role))
         .route("/api/v1/publishers/{publisher}/definitions", post(publish))
+        .route("/api/v1/publishers/{publisher}/yank", post(yank))
 }
 
 fn not_initialized() -> HttpError {
@@ -157,7 +159,7 @@ async fn current_role(
         .map_err(internal)?
         .ok_or_else(not_initialized)?
         .snapshot;
-    match super::publish::current_role(&state.store, &snapshot.signed.signed, &publisher)
+    match super::accept::current_role(&state.store, &snapshot.signed.signed, &publisher)
         .await
         .map_err(internal)?
     {
@@ -184,23 +186,8 @@ async fn publish(
     Path(publisher): Path<String>,
     headers: HeaderMap,
     body: axum::body::Bytes,
-) -> Result<(StatusCode, axum::Json<super::publish::Published>), HttpError> {
-    let token = bearer(&headers)?;
-    match state
-        .store
-        .publisher_for_token(&super::publishers::token_hash(token))
-        .await?
-    {
-        None => return Err(unauthorized("the token is unknown or revoked")),
-        Some(owner) if owner != publisher => {
-            return Err(HttpError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                format!("this token belongs to another publisher, not {publisher}"),
-            ));
-        }
-        Some(_) => {}
-    }
+) -> Result<(StatusCode, axum::Json<super::accept::Published>), HttpError> {
+    authorize(&state, &headers, &publisher).await?;
     let request: PublishRequest = serde_json::from_slice(&body).map_err(|e| {
         HttpError::new(
             StatusCode::BAD_REQUEST,
@@ -212,7 +199,7 @@ async fn publish(
     })?;
     let signer = state.signer.as_ref().ok_or_else(not_initialized)?;
     let _guard = signer.lock.lock().await;
-    let published = super::publish::accept(
+    let published = super::accept::accept(
         &state.store,
         &signer.keys,
         &publisher,
@@ -221,8 +208,65 @@ async fn publish(
         crate::clock::now(),
     )
     .await?;
-    tracing::info!(publisher = %published.publisher, name = %published.name, version = %published.version, "published");
+    tracing::info!(publisher = %published.publisher, changed = ?published.changed, "published");
     Ok((StatusCode::CREATED, axum::Json(published)))
+}
+
+/// The bearer token must be an active token of `publisher`.
+async fn authorize(
+    state: &AppState,
+    headers: &HeaderMap,
+    publisher: &str,
+) -> Result<(), HttpError> {
+    let token = bearer(headers)?;
+    match state
+        .store
+        .publisher_for_token(&super::publishers::token_hash(token))
+        .await?
+    {
+        None => Err(unauthorized("the token is unknown or revoked")),
+        Some(owner) if owner != publisher => Err(HttpError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("this token belongs to another publisher, not {publisher}"),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct YankRequest {
+    /// The publisher's signed role marking targets yanked (JSON text), exactly as signed.
+    role: String,
+}
+
+async fn yank(
+    State(state): State<AppState>,
+    Path(publisher): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<axum::Json<super::accept::Published>, HttpError> {
+    authorize(&state, &headers, &publisher).await?;
+    let request: YankRequest = serde_json::from_slice(&body).map_err(|e| {
+        HttpError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("body must be JSON {{\"role\": signed JSON text}}: {e}"),
+        )
+    })?;
+    let signer = state.signer.as_ref().ok_or_else(not_initialized)?;
+    let _guard = signer.lock.lock().await;
+    let yanked = super::accept::accept_yank(
+        &state.store,
+        &signer.keys,
+        &publisher,
+        request.role.as_bytes(),
+        crate::clock::now(),
+    )
+    .await?;
+    tracing::info!(publisher = %yanked.publisher, yanked = ?yanked.changed, "yanked");
+    Ok(axum::Json(yanked))
 }
 
 /// The publisher a bearer token belongs to, so tools need only the token.

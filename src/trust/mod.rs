@@ -2,6 +2,7 @@
 //! `tough` crate for TUF types, canonical JSON and signatures rather than hand-written
 //! verification. Calls the store; nothing here knows about HTTP except `http`.
 
+pub mod accept;
 pub mod client;
 pub mod http;
 pub mod keys;

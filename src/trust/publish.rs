@@ -105,6 +105,147 @@ pub fn verify_upload(
     def: &Definition,
     now: i64,
 ) -> Result<Signed<Targets>, PublishError> {
+    let role = verify_common(publisher, delegations, current, uploaded, now)?;
+    let old: HashMap<&TargetName, &tough::schema::Target> = current
+        .map(|c| c.signed.targets.iter().collect())
+        .unwrap_or_default();
+    for (name, t) in &old {
+        match role.signed.targets.get(*name) {
+            Some(new) if new == *t => {}
+            _ => return Err(PublishError::Immutable(name.raw().into())),
+        }
+    }
+    let expected = target_name(publisher, def);
+    let added: Vec<&TargetName> = role
+        .signed
+        .targets
+        .keys()
+        .filter(|n| !old.contains_key(n))
+        .collect();
+    match added.as_slice() {
+        [only] if only.raw() == expected => {}
+        _ => {
+            return Err(PublishError::WrongTargets {
+                found: format!(
+                    "it adds [{}]",
+                    added.iter().map(|n| n.raw()).collect::<Vec<_>>().join(", ")
+                ),
+                expected,
+            });
+        }
+    }
+    let t = &role.signed.targets[added[0]];
+    if t.length != def.bytes.len() as u64
+        || t.hashes.sha256.as_ref()
+            != hex::decode(def.hash.trim_start_matches("sha256:")).unwrap_or_default()
+    {
+        return Err(PublishError::BytesMismatch(expected));
+    }
+    Ok(role)
+}
+
+/// Publisher side: the next role version with `names` marked yanked. Everything else
+/// stays byte-for-byte the same target; yanking hides a version, never rewrites it.
+pub async fn build_yank(
+    publisher: &str,
+    current: &Signed<Targets>,
+    names: &[String],
+    keys: &[&SigningKey],
+    threshold: u64,
+    lifetime: std::time::Duration,
+    now: i64,
+) -> Result<Vec<u8>, TrustError> {
+    let mut role = current.signed.clone();
+    role.version = version(current.signed.version.get() + 1);
+    role.expires = expiry(now, lifetime);
+    for name in names {
+        let key = TargetName::new(name.as_str()).map_err(|e| TrustError::Sign(e.to_string()))?;
+        let t = role
+            .targets
+            .get_mut(&key)
+            .ok_or_else(|| TrustError::Sign(format!("{name} is not published")))?;
+        t.custom
+            .insert("yanked".into(), serde_json::Value::Bool(true));
+    }
+    let publics: Vec<PublicKey> = keys.iter().map(|k| k.public()).collect();
+    let holder = KeyHolder::Delegations(delegations_for(publisher, &publics, threshold)?);
+    let signed = sign(
+        DelegatedTargets {
+            name: publisher.into(),
+            targets: role,
+        },
+        &holder,
+        keys,
+    )
+    .await?;
+    Ok(signed.buffer().clone())
+}
+
+fn is_yanked(t: &tough::schema::Target) -> bool {
+    t.custom
+        .get("yanked")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// Server side of a yank: the same targets with the same bytes, and `custom.yanked`
+/// turned from false to true on at least one of them. Returns the role and the newly
+/// yanked target names.
+pub fn verify_yank(
+    publisher: &str,
+    delegations: &Delegations,
+    current: &Signed<Targets>,
+    uploaded: &[u8],
+    now: i64,
+) -> Result<(Signed<Targets>, Vec<String>), PublishError> {
+    let role = verify_common(publisher, delegations, Some(current), uploaded, now)?;
+    if role.signed.targets.len() != current.signed.targets.len() {
+        return Err(PublishError::WrongTargets {
+            expected: "the same targets as now".into(),
+            found: "a yank adds or removes targets".into(),
+        });
+    }
+    let mut yanked = Vec::new();
+    for (name, old) in &current.signed.targets {
+        let new = role
+            .signed
+            .targets
+            .get(name)
+            .ok_or_else(|| PublishError::Immutable(name.raw().into()))?;
+        let (was, is) = (is_yanked(old), is_yanked(new));
+        let mut old_custom = old.custom.clone();
+        let mut new_custom = new.custom.clone();
+        old_custom.remove("yanked");
+        new_custom.remove("yanked");
+        if new.length != old.length
+            || new.hashes != old.hashes
+            || old_custom != new_custom
+            || (was && !is)
+        {
+            return Err(PublishError::Immutable(name.raw().into()));
+        }
+        if is && !was {
+            yanked.push(name.raw().to_owned());
+        }
+    }
+    if yanked.is_empty() {
+        return Err(PublishError::WrongTargets {
+            expected: "at least one target newly yanked".into(),
+            found: "nothing changed".into(),
+        });
+    }
+    Ok((role, yanked))
+}
+
+/// Checks every role upload shares: parse, threshold signature, next version, expiry,
+/// no nested delegations, every target at `PUBLISHER/NAME/FILE`.
+fn verify_common(
+    publisher: &str,
+    delegations: &Delegations,
+    current: Option<&Signed<Targets>>,
+    uploaded: &[u8],
+    now: i64,
+) -> Result<Signed<Targets>, PublishError> {
     let role: Signed<Targets> =
         serde_json::from_slice(uploaded).map_err(|e| PublishError::Malformed(e.to_string()))?;
     let threshold = delegations.roles.first().map_or(1, |r| r.threshold.get());
@@ -148,41 +289,6 @@ pub fn verify_upload(
                 publisher.into(),
             ));
         }
-    }
-    let old: HashMap<&TargetName, &tough::schema::Target> = current
-        .map(|c| c.signed.targets.iter().collect())
-        .unwrap_or_default();
-    for (name, t) in &old {
-        match role.signed.targets.get(*name) {
-            Some(new) if new == *t => {}
-            _ => return Err(PublishError::Immutable(name.raw().into())),
-        }
-    }
-    let expected = target_name(publisher, def);
-    let added: Vec<&TargetName> = role
-        .signed
-        .targets
-        .keys()
-        .filter(|n| !old.contains_key(n))
-        .collect();
-    match added.as_slice() {
-        [only] if only.raw() == expected => {}
-        _ => {
-            return Err(PublishError::WrongTargets {
-                found: format!(
-                    "it adds [{}]",
-                    added.iter().map(|n| n.raw()).collect::<Vec<_>>().join(", ")
-                ),
-                expected,
-            });
-        }
-    }
-    let t = &role.signed.targets[added[0]];
-    if t.length != def.bytes.len() as u64
-        || t.hashes.sha256.as_ref()
-            != hex::decode(def.hash.trim_start_matches("sha256:")).unwrap_or_default()
-    {
-        return Err(PublishError::BytesMismatch(expected));
     }
     Ok(role)
 }
@@ -374,193 +480,4 @@ mod tests {
             assert!(!owned_by("acme", bad), "{bad}");
         }
     }
-}
-
-/// What a publish changed.
-#[derive(Debug, serde::Serialize)]
-pub struct Published {
-    pub publisher: String,
-    pub name: String,
-    pub version: String,
-    pub hash: String,
-    pub role_version: u64,
-    pub snapshot_version: u64,
-}
-
-/// Why the server did not publish.
-#[derive(Debug, thiserror::Error)]
-pub enum AcceptError {
-    #[error("the signed index is not initialized")]
-    NotInitialized,
-    #[error("no publisher `{0}` is registered")]
-    UnknownPublisher(String),
-    #[error(transparent)]
-    Invalid(#[from] crate::definition::InvalidDefinition),
-    #[error(transparent)]
-    Refused(#[from] PublishError),
-    #[error("another publish changed the index first; fetch the current metadata and sign again")]
-    Conflict,
-    #[error(transparent)]
-    Trust(#[from] TrustError),
-}
-
-impl From<crate::store::StoreError> for AcceptError {
-    fn from(e: crate::store::StoreError) -> Self {
-        match e {
-            crate::store::StoreError::MetadataExists { .. } => AcceptError::Conflict,
-            e @ crate::store::StoreError::VersionExists { .. } => {
-                AcceptError::Refused(PublishError::Immutable(e.to_string()))
-            }
-            e => AcceptError::Trust(TrustError::Store(e)),
-        }
-    }
-}
-
-/// The current role of a publisher as the newest snapshot lists it.
-pub async fn current_role(
-    store: &crate::store::Store,
-    snapshot: &tough::schema::Snapshot,
-    publisher: &str,
-) -> Result<Option<(crate::store::StoredMetadata, Signed<Targets>)>, TrustError> {
-    let Some(meta) = snapshot.meta.get(&format!("{publisher}.json")) else {
-        return Ok(None);
-    };
-    let stored = store
-        .metadata(publisher, meta.version.get())
-        .await?
-        .ok_or_else(|| TrustError::Corrupt(format!("{publisher} v{} is missing", meta.version)))?;
-    let signed = serde_json::from_slice(&stored.bytes)
-        .map_err(|e| TrustError::Corrupt(format!("{publisher}: {e}")))?;
-    Ok(Some((stored, signed)))
-}
-
-/// Server side of a publish, after authentication: verify, then store the definition,
-/// the publisher's role, (on the first publish) targets with the new delegation, a new
-/// snapshot and timestamp, all in one transaction.
-pub async fn accept(
-    store: &crate::store::Store,
-    keys: &super::state::OnlineKeys,
-    publisher: &str,
-    definition: &[u8],
-    role_bytes: &[u8],
-    now: i64,
-) -> Result<Published, AcceptError> {
-    use super::metadata::{metafile, stored};
-    let def = Definition::parse(definition)?;
-    let record = store
-        .publisher(publisher)
-        .await?
-        .ok_or_else(|| AcceptError::UnknownPublisher(publisher.into()))?;
-    let publics = record
-        .public_keys
-        .iter()
-        .map(|k| PublicKey::parse(k))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(TrustError::from)?;
-    let delegations = delegations_for(publisher, &publics, record.threshold)?;
-    let state = super::state::current(store)
-        .await?
-        .ok_or(AcceptError::NotInitialized)?;
-    let current = current_role(store, &state.snapshot.signed.signed, publisher).await?;
-    let role = verify_upload(
-        publisher,
-        &delegations,
-        current.as_ref().map(|(_, s)| s),
-        role_bytes,
-        &def,
-        now,
-    )?;
-    let role_version = role.signed.version.get();
-
-    let holder = KeyHolder::Root(state.root.signed.signed.clone());
-    let mut files = vec![crate::store::StoredMetadata {
-        role: publisher.into(),
-        version: role_version,
-        bytes: role_bytes.to_vec(),
-        sha256: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(role_bytes)),
-        expires_at: role.signed.expires.as_second(),
-        created_at: now,
-    }];
-    let mut snapshot_meta = state.snapshot.signed.signed.meta.clone();
-    snapshot_meta.insert(
-        format!("{publisher}.json"),
-        metafile(role_version, role_bytes),
-    );
-    let has_delegation = state
-        .targets
-        .signed
-        .signed
-        .delegations
-        .as_ref()
-        .is_some_and(|d| d.roles.iter().any(|r| r.name == publisher));
-    if !has_delegation {
-        // First publish: the delegation enters targets together with the role it names.
-        let n = state.targets.stored.version + 1;
-        let expires = expiry(now, state.targets.lifetime());
-        let mut targets = state.targets.signed.signed.clone();
-        targets.version = version(n);
-        targets.expires = expires;
-        let d = targets.delegations.get_or_insert_with(Delegations::new);
-        for k in &publics {
-            d.keys
-                .insert(k.tuf_key().key_id().expect("key id"), k.tuf_key());
-        }
-        d.roles
-            .push(publisher_delegation(publisher, &publics, record.threshold)?);
-        let signed = sign(targets, &holder, &[&keys.targets]).await?;
-        snapshot_meta.insert("targets.json".into(), metafile(n, signed.buffer()));
-        files.push(stored("targets", n, now, expires, &signed));
-    }
-    let snapshot_version = state.snapshot.stored.version + 1;
-    let snapshot_expires = expiry(now, state.snapshot.lifetime());
-    let mut snapshot = tough::schema::Snapshot::new(
-        SPEC_VERSION.into(),
-        version(snapshot_version),
-        snapshot_expires,
-    );
-    snapshot.meta = snapshot_meta;
-    let signed_snapshot = sign(snapshot, &holder, &[&keys.snapshot]).await?;
-    let timestamp_version = state.timestamp.stored.version + 1;
-    let timestamp_expires = expiry(now, state.timestamp.lifetime());
-    let mut timestamp = tough::schema::Timestamp::new(
-        SPEC_VERSION.into(),
-        version(timestamp_version),
-        timestamp_expires,
-    );
-    timestamp.meta.insert(
-        "snapshot.json".into(),
-        metafile(snapshot_version, signed_snapshot.buffer()),
-    );
-    let signed_timestamp = sign(timestamp, &holder, &[&keys.timestamp]).await?;
-    files.push(stored(
-        "snapshot",
-        snapshot_version,
-        now,
-        snapshot_expires,
-        &signed_snapshot,
-    ));
-    files.push(stored(
-        "timestamp",
-        timestamp_version,
-        now,
-        timestamp_expires,
-        &signed_timestamp,
-    ));
-
-    let signer_ids: Vec<String> = role
-        .signatures
-        .iter()
-        .map(|s| hex::encode(s.keyid.as_ref()))
-        .collect();
-    store
-        .publish(publisher, &def, &signer_ids, &files, now)
-        .await?;
-    Ok(Published {
-        publisher: publisher.into(),
-        name: def.name().into(),
-        version: def.version_text().into(),
-        hash: def.hash.clone(),
-        role_version,
-        snapshot_version,
-    })
 }

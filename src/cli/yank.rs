@@ -1,0 +1,90 @@
+//! `marketplace yank PUBLISHER/NAME@VERSION --server URL --key KEY`
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+
+use super::publish::{ATTEMPTS, checked, current_role};
+use crate::definition::parse_version;
+use crate::trust::SigningKey;
+use crate::trust::publish::build_yank;
+
+#[derive(Debug, Args)]
+pub struct YankArgs {
+    /// What to yank, e.g. acme/my-plugin@1.2.0 (a leading `v` is accepted).
+    target: String,
+    #[arg(long, env = "MARKETPLACE_SERVER")]
+    server: String,
+    /// The publisher's private key; repeat when the threshold needs several.
+    #[arg(long = "key", value_name = "PUBLISHER_KEY", required = true)]
+    keys: Vec<PathBuf>,
+    #[arg(long, env = "MARKETPLACE_TOKEN", hide_env_values = true)]
+    token: String,
+    /// Lifetime of the signed role metadata.
+    #[arg(long, default_value = "365d", value_parser = super::repo::parse_lifetime)]
+    expires: Duration,
+}
+
+pub fn run(args: YankArgs) -> anyhow::Result<()> {
+    tokio::runtime::Runtime::new()
+        .context("starting the async runtime")?
+        .block_on(yank(args))
+}
+
+async fn yank(a: YankArgs) -> anyhow::Result<()> {
+    let (path, version) = a
+        .target
+        .split_once('@')
+        .context("write the target as PUBLISHER/NAME@VERSION")?;
+    let (publisher, name) = path
+        .split_once('/')
+        .context("write the target as PUBLISHER/NAME@VERSION")?;
+    let version =
+        parse_version(version).with_context(|| format!("`{version}` is not a semantic version"))?;
+    let target = format!("{publisher}/{name}/{version}.yaml");
+    let keys = a
+        .keys
+        .iter()
+        .map(|k| SigningKey::load(k))
+        .collect::<Result<Vec<_>, _>>()?;
+    let key_refs: Vec<&SigningKey> = keys.iter().collect();
+    let base = a.server.trim_end_matches('/');
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?;
+
+    for attempt in 1..=ATTEMPTS {
+        let Some(current) = current_role(&http, base, publisher, &keys).await? else {
+            bail!("{publisher} has published nothing");
+        };
+        let role = build_yank(
+            publisher,
+            &current,
+            std::slice::from_ref(&target),
+            &key_refs,
+            keys.len() as u64,
+            a.expires,
+            crate::clock::now(),
+        )
+        .await
+        .with_context(|| format!("{target} is not in {publisher}'s published metadata"))?;
+        let resp = http
+            .post(format!("{base}/api/v1/publishers/{publisher}/yank"))
+            .bearer_auth(&a.token)
+            .json(&serde_json::json!({ "role": String::from_utf8(role).expect("signed JSON is UTF-8") }))
+            .send()
+            .await?;
+        if resp.status() == reqwest::StatusCode::CONFLICT && attempt < ATTEMPTS {
+            eprintln!(
+                "the index changed while signing (attempt {attempt}); signing again on fresh metadata"
+            );
+            continue;
+        }
+        let done = checked(resp).await?;
+        println!("yanked {target} (role version {})", done["role_version"]);
+        return Ok(());
+    }
+    unreachable!("the last attempt returns")
+}

@@ -1,0 +1,275 @@
+//! Server side of publishing and yanking, after authentication: verify the upload,
+//! then store it with new signed metadata in one transaction.
+
+use tough::schema::{Delegations, KeyHolder, Signed, Snapshot, Targets, Timestamp};
+
+use super::metadata::{
+    SPEC_VERSION, expiry, metafile, publisher_delegation, sign, stored, version,
+};
+use super::publish::{PublishError, delegations_for, verify_upload, verify_yank};
+use super::state::{OnlineKeys, State};
+use super::{PublicKey, TrustError};
+use crate::definition::Definition;
+use crate::store::{Store, StoreError, StoredMetadata};
+
+/// What a publish or yank changed.
+#[derive(Debug, serde::Serialize)]
+pub struct Published {
+    pub publisher: String,
+    /// Plugin name and version (publish) or the yanked target names (yank).
+    pub changed: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    pub role_version: u64,
+    pub snapshot_version: u64,
+}
+
+/// Why the server did not publish.
+#[derive(Debug, thiserror::Error)]
+pub enum AcceptError {
+    #[error("the signed index is not initialized")]
+    NotInitialized,
+    #[error("no publisher `{0}` is registered")]
+    UnknownPublisher(String),
+    #[error("publisher `{0}` has published nothing to yank")]
+    NothingPublished(String),
+    #[error(transparent)]
+    Invalid(#[from] crate::definition::InvalidDefinition),
+    #[error(transparent)]
+    Refused(#[from] PublishError),
+    #[error("another publish changed the index first; fetch the current metadata and sign again")]
+    Conflict,
+    #[error(transparent)]
+    Trust(#[from] TrustError),
+}
+
+impl From<StoreError> for AcceptError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::MetadataExists { .. } => AcceptError::Conflict,
+            e @ StoreError::VersionExists { .. } => {
+                AcceptError::Refused(PublishError::Immutable(e.to_string()))
+            }
+            e => AcceptError::Trust(TrustError::Store(e)),
+        }
+    }
+}
+
+/// The current role of a publisher as the newest snapshot lists it.
+pub async fn current_role(
+    store: &Store,
+    snapshot: &Snapshot,
+    publisher: &str,
+) -> Result<Option<(StoredMetadata, Signed<Targets>)>, TrustError> {
+    let Some(meta) = snapshot.meta.get(&format!("{publisher}.json")) else {
+        return Ok(None);
+    };
+    let stored = store
+        .metadata(publisher, meta.version.get())
+        .await?
+        .ok_or_else(|| TrustError::Corrupt(format!("{publisher} v{} is missing", meta.version)))?;
+    let signed = serde_json::from_slice(&stored.bytes)
+        .map_err(|e| TrustError::Corrupt(format!("{publisher}: {e}")))?;
+    Ok(Some((stored, signed)))
+}
+
+/// A registered publisher's keys, as the server checks them.
+struct PublisherKeys {
+    name: String,
+    publics: Vec<PublicKey>,
+    threshold: u64,
+    delegations: Delegations,
+}
+
+async fn publisher_keys(store: &Store, name: &str) -> Result<PublisherKeys, AcceptError> {
+    let record = store
+        .publisher(name)
+        .await?
+        .ok_or_else(|| AcceptError::UnknownPublisher(name.into()))?;
+    let publics = record
+        .public_keys
+        .iter()
+        .map(|k| PublicKey::parse(k))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(TrustError::from)?;
+    Ok(PublisherKeys {
+        delegations: delegations_for(name, &publics, record.threshold)?,
+        name: name.into(),
+        publics,
+        threshold: record.threshold,
+    })
+}
+
+/// The role as uploaded, targets when the delegation is new, and the snapshot and
+/// timestamp that publish them.
+async fn signed_files(
+    keys: &OnlineKeys,
+    state: &State,
+    publisher: &PublisherKeys,
+    role: &Signed<Targets>,
+    role_bytes: &[u8],
+    now: i64,
+) -> Result<(Vec<StoredMetadata>, u64), AcceptError> {
+    let name = &publisher.name;
+    let role_version = role.signed.version.get();
+    let holder = KeyHolder::Root(state.root.signed.signed.clone());
+    let mut files = vec![StoredMetadata {
+        role: name.clone(),
+        version: role_version,
+        bytes: role_bytes.to_vec(),
+        sha256: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(role_bytes)),
+        expires_at: role.signed.expires.as_second(),
+        created_at: now,
+    }];
+    let mut snapshot_meta = state.snapshot.signed.signed.meta.clone();
+    snapshot_meta.insert(format!("{name}.json"), metafile(role_version, role_bytes));
+    let delegated = state
+        .targets
+        .signed
+        .signed
+        .delegations
+        .as_ref()
+        .is_some_and(|d| d.roles.iter().any(|r| &r.name == name));
+    if !delegated {
+        // First publish: the delegation enters targets together with the role it names.
+        let n = state.targets.stored.version + 1;
+        let expires = expiry(now, state.targets.lifetime());
+        let mut targets = state.targets.signed.signed.clone();
+        targets.version = version(n);
+        targets.expires = expires;
+        let d = targets.delegations.get_or_insert_with(Delegations::new);
+        for k in &publisher.publics {
+            d.keys
+                .insert(k.tuf_key().key_id().expect("key id"), k.tuf_key());
+        }
+        d.roles.push(publisher_delegation(
+            name,
+            &publisher.publics,
+            publisher.threshold,
+        )?);
+        let signed = sign(targets, &holder, &[&keys.targets]).await?;
+        snapshot_meta.insert("targets.json".into(), metafile(n, signed.buffer()));
+        files.push(stored("targets", n, now, expires, &signed));
+    }
+    let snapshot_version = state.snapshot.stored.version + 1;
+    let snapshot_expires = expiry(now, state.snapshot.lifetime());
+    let mut snapshot = Snapshot::new(
+        SPEC_VERSION.into(),
+        version(snapshot_version),
+        snapshot_expires,
+    );
+    snapshot.meta = snapshot_meta;
+    let signed_snapshot = sign(snapshot, &holder, &[&keys.snapshot]).await?;
+    let timestamp_version = state.timestamp.stored.version + 1;
+    let timestamp_expires = expiry(now, state.timestamp.lifetime());
+    let mut timestamp = Timestamp::new(
+        SPEC_VERSION.into(),
+        version(timestamp_version),
+        timestamp_expires,
+    );
+    timestamp.meta.insert(
+        "snapshot.json".into(),
+        metafile(snapshot_version, signed_snapshot.buffer()),
+    );
+    let signed_timestamp = sign(timestamp, &holder, &[&keys.timestamp]).await?;
+    files.push(stored(
+        "snapshot",
+        snapshot_version,
+        now,
+        snapshot_expires,
+        &signed_snapshot,
+    ));
+    files.push(stored(
+        "timestamp",
+        timestamp_version,
+        now,
+        timestamp_expires,
+        &signed_timestamp,
+    ));
+    Ok((files, snapshot_version))
+}
+
+/// Publishes `definition` with the publisher's signed `role_bytes`.
+pub async fn accept(
+    store: &Store,
+    keys: &OnlineKeys,
+    publisher: &str,
+    definition: &[u8],
+    role_bytes: &[u8],
+    now: i64,
+) -> Result<Published, AcceptError> {
+    let def = Definition::parse(definition)?;
+    let who = publisher_keys(store, publisher).await?;
+    let state = super::state::current(store)
+        .await?
+        .ok_or(AcceptError::NotInitialized)?;
+    let current = current_role(store, &state.snapshot.signed.signed, publisher).await?;
+    let role = verify_upload(
+        publisher,
+        &who.delegations,
+        current.as_ref().map(|(_, s)| s),
+        role_bytes,
+        &def,
+        now,
+    )?;
+    let (files, snapshot_version) =
+        signed_files(keys, &state, &who, &role, role_bytes, now).await?;
+    let signer_ids: Vec<String> = role
+        .signatures
+        .iter()
+        .map(|s| hex::encode(s.keyid.as_ref()))
+        .collect();
+    store
+        .publish(publisher, &def, &signer_ids, &files, now)
+        .await?;
+    Ok(Published {
+        publisher: publisher.into(),
+        changed: vec![format!("{} {}", def.name(), def.version_text())],
+        hash: Some(def.hash.clone()),
+        role_version: role.signed.version.get(),
+        snapshot_version,
+    })
+}
+
+/// Yanks what the publisher's signed `role_bytes` newly marks yanked.
+pub async fn accept_yank(
+    store: &Store,
+    keys: &OnlineKeys,
+    publisher: &str,
+    role_bytes: &[u8],
+    now: i64,
+) -> Result<Published, AcceptError> {
+    let who = publisher_keys(store, publisher).await?;
+    let state = super::state::current(store)
+        .await?
+        .ok_or(AcceptError::NotInitialized)?;
+    let (_, current) = current_role(store, &state.snapshot.signed.signed, publisher)
+        .await?
+        .ok_or_else(|| AcceptError::NothingPublished(publisher.into()))?;
+    let (role, yanked) = verify_yank(publisher, &who.delegations, &current, role_bytes, now)?;
+    let (files, snapshot_version) =
+        signed_files(keys, &state, &who, &role, role_bytes, now).await?;
+    let hashes: Vec<String> = yanked
+        .iter()
+        .map(|n| {
+            format!(
+                "sha256:{}",
+                hex::encode(
+                    role.signed.targets
+                        [&tough::TargetName::new(n.as_str()).expect("verified name")]
+                        .hashes
+                        .sha256
+                        .as_ref()
+                )
+            )
+        })
+        .collect();
+    store.yank(publisher, &hashes, &files, now).await?;
+    Ok(Published {
+        publisher: publisher.into(),
+        changed: yanked,
+        hash: None,
+        role_version: role.signed.version.get(),
+        snapshot_version,
+    })
+}
