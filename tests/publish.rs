@@ -201,6 +201,47 @@ async fn publishing_adds_signed_targets_that_tuf_clients_verify() {
     // Our tough-based client verifies the whole index: built-ins and acme's targets.
     let root = trusted_root(&server.url).await;
 
+    // Pages: the signer of each version, and every role's current version and expiry.
+    let page = reqwest::get(format!("{}/plugins/acme/fast-disk", server.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let key_id = key.public().key_id();
+    assert!(
+        page.contains(&format!(
+            "title=\"publisher key {key_id}\">{}</code>",
+            &key_id[..12]
+        )),
+        "signer shown"
+    );
+    let index = reqwest::get(format!("{}/signed-index", server.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for (role, version) in [
+        ("root", 1),
+        ("targets", 2),
+        ("snapshot", 3),
+        ("timestamp", 3),
+        ("fundament", 1),
+        ("acme", 2),
+    ] {
+        let row = format!("<tr data-role=\"{role}\">");
+        let at = index.find(&row).unwrap_or_else(|| panic!("{role} listed"));
+        let row_html = &index[at..at + index[at..].find("</tr>").unwrap()];
+        let cells: Vec<&str> = row_html
+            .split("<td>")
+            .skip(1)
+            .map(|c| c.split("</td>").next().unwrap())
+            .collect();
+        assert_eq!(cells[2], version.to_string(), "{role}: {row_html}");
+    }
+    assert!(index.contains("valid for"));
+
     // python-tuf, the independent referee, verifies and downloads acme's definitions.
     let root_path = dir.path().join("root.json");
     std::fs::write(&root_path, &root).unwrap();

@@ -450,3 +450,11 @@ async fn oversized_bodies_are_refused_before_they_are_read() {
         .unwrap();
     assert_eq!(send(&s, req).await.status, StatusCode::PAYLOAD_TOO_LARGE);
 }
+
+#[tokio::test]
+async fn signed_index_page_before_init() {
+    let s = state().await;
+    let r = get(&s, "/signed-index").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.body.contains("not initialized"));
+}

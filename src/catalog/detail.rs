@@ -15,6 +15,8 @@ pub struct VersionInfo {
     pub image: String,
     pub published_at: i64,
     pub yanked: bool,
+    /// Key ids of the publisher keys that signed this version.
+    pub signers: Vec<String>,
 }
 
 impl From<&VersionRecord> for VersionInfo {
@@ -25,6 +27,7 @@ impl From<&VersionRecord> for VersionInfo {
             image: v.image.clone(),
             published_at: v.published_at,
             yanked: v.yanked,
+            signers: v.signer_key_ids.clone(),
         }
     }
 }

@@ -87,6 +87,9 @@ pub struct VersionRecord {
     pub image: String,
     pub published_at: i64,
     pub yanked: bool,
+    /// TUF key ids of the publisher keys that signed it; empty for a built-in loaded
+    /// before the signed index was initialized.
+    pub signer_key_ids: Vec<String>,
 }
 
 /// A plugin found by name, for resolving dependencies.
@@ -189,7 +192,7 @@ impl Store {
     /// Every version of a plugin, newest first (semantic version order).
     pub async fn versions(&self, plugin_id: i64) -> Result<Vec<VersionRecord>, StoreError> {
         let rows = sqlx::query(
-            "SELECT version, canonical, major, hash, image, published_at, yanked
+            "SELECT version, canonical, major, hash, image, published_at, yanked, signer_key_ids
              FROM plugin_versions WHERE plugin_id = ?",
         )
         .bind(plugin_id)
@@ -208,6 +211,7 @@ impl Store {
                     image: r.get("image"),
                     published_at: r.get("published_at"),
                     yanked: r.get("yanked"),
+                    signer_key_ids: signers(&r),
                 }
             })
             .collect();
@@ -225,7 +229,7 @@ impl Store {
             return Ok(None);
         };
         let row = sqlx::query(
-            "SELECT version, major, hash, image, published_at, yanked, definition
+            "SELECT version, major, hash, image, published_at, yanked, definition, signer_key_ids
              FROM plugin_versions WHERE plugin_id = ? AND canonical = ?",
         )
         .bind(plugin_id)
@@ -244,6 +248,7 @@ impl Store {
             image: r.get("image"),
             published_at: r.get("published_at"),
             yanked: r.get("yanked"),
+            signer_key_ids: signers(&r),
         };
         Ok(Some((record, def)))
     }
@@ -390,6 +395,13 @@ impl LinkKind {
             LinkKind::Suggestion => "suggestion",
         }
     }
+}
+
+fn signers(r: &sqlx::sqlite::SqliteRow) -> Vec<String> {
+    r.get::<String, _>("signer_key_ids")
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
 }
 
 fn plugin_ref(r: sqlx::sqlite::SqliteRow) -> PluginRef {

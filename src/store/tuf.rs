@@ -45,6 +45,18 @@ impl Store {
         Ok(row.map(metadata_row))
     }
 
+    /// The newest version of every role (root, targets, snapshot, timestamp, each
+    /// publisher), without the bytes: for the index status page.
+    pub async fn metadata_overview(&self) -> Result<Vec<StoredMetadata>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT role, version, X'' AS bytes, sha256, expires_at, created_at FROM tuf_metadata t
+             WHERE version = (SELECT MAX(version) FROM tuf_metadata WHERE role = t.role) ORDER BY role",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows.into_iter().map(metadata_row).collect())
+    }
+
     /// Stores new metadata versions all together or not at all. A version that already
     /// exists is refused (`MetadataExists`), which is how two concurrent writers of the
     /// same role are told apart: one wins, the other must start again from fresh metadata.

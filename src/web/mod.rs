@@ -15,7 +15,7 @@ use crate::AppState;
 use crate::catalog::{self, parse_params};
 use crate::http::HttpError;
 
-pub use views::{CatalogPage, PluginPage};
+pub use views::{CatalogPage, PluginPage, SignedIndexPage};
 
 pub fn router() -> axum::Router<AppState> {
     axum::Router::new()
@@ -25,6 +25,7 @@ pub fn router() -> axum::Router<AppState> {
             "/plugins/{publisher}/{name}/versions/{version}/definition.yaml",
             get(catalog::api::raw_definition),
         )
+        .route("/signed-index", get(signed_index_page))
         .route("/static/{*path}", get(assets::serve))
 }
 
@@ -79,6 +80,11 @@ async fn plugin_page(
 ) -> Result<PluginPage, PageError> {
     let detail = catalog::plugin_detail(&state.store, &publisher, &name).await?;
     Ok(PluginPage::new(detail))
+}
+
+async fn signed_index_page(State(state): State<AppState>) -> Result<SignedIndexPage, PageError> {
+    let roles = state.store.metadata_overview().await?;
+    Ok(SignedIndexPage::new(roles, crate::clock::now()))
 }
 
 /// Fallback for unknown paths: JSON under `/api/`, an HTML page elsewhere.

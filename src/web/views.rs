@@ -215,6 +215,8 @@ pub struct LinkView {
 }
 
 pub struct VersionRow {
+    /// Short key id (first 12 hex digits) and the full one, of each signer.
+    pub signers: Vec<(String, String)>,
     pub version: String,
     pub hash: String,
     pub date: String,
@@ -416,6 +418,11 @@ impl PluginPage {
                         .versions
                         .iter()
                         .map(|v| VersionRow {
+                            signers: v
+                                .signers
+                                .iter()
+                                .map(|s| (s.chars().take(12).collect(), s.clone()))
+                                .collect(),
                             version: v.version.clone(),
                             hash: v.hash.clone(),
                             date: date(v.published_at),
@@ -429,5 +436,93 @@ impl PluginPage {
             publisher: d.publisher.clone(),
             name: d.name.clone(),
         }
+    }
+}
+
+pub struct RoleRow {
+    pub role: String,
+    pub kind: &'static str,
+    pub version: u64,
+    pub url: String,
+    pub signed: String,
+    pub expires: String,
+    /// `ok`, `warn` (less than a tenth of its lifetime left) or `danger` (expired).
+    pub class: &'static str,
+    pub status: String,
+}
+
+#[derive(Template, WebTemplate)]
+#[template(path = "signed_index.html")]
+pub struct SignedIndexPage {
+    pub roles: Vec<RoleRow>,
+}
+
+impl SignedIndexPage {
+    pub fn new(roles: Vec<crate::store::StoredMetadata>, now: i64) -> Self {
+        let datetime = |ts: i64| {
+            time::OffsetDateTime::from_unix_timestamp(ts)
+                .ok()
+                .and_then(|t| {
+                    t.format(time::macros::format_description!(
+                        "[year]-[month]-[day] [hour]:[minute] UTC"
+                    ))
+                    .ok()
+                })
+                .unwrap_or_default()
+        };
+        let mut rows: Vec<RoleRow> = roles
+            .into_iter()
+            .map(|m| {
+                let left = m.expires_at - now;
+                let lifetime = (m.expires_at - m.created_at).max(1);
+                let (class, status) = if left <= 0 {
+                    ("danger", "expired".to_owned())
+                } else if left * 10 < lifetime {
+                    ("warn", format!("expires in {}", span(left)))
+                } else {
+                    ("ok", format!("valid for {}", span(left)))
+                };
+                let kind = match m.role.as_str() {
+                    "root" => "trust anchor (offline keys)",
+                    "targets" => "delegations to publishers",
+                    "snapshot" => "versions of all roles",
+                    "timestamp" => "freshness",
+                    _ => "publisher",
+                };
+                let url = if m.role == "timestamp" {
+                    "/tuf/metadata/timestamp.json".to_owned()
+                } else {
+                    format!("/tuf/metadata/{}.{}.json", m.version, m.role)
+                };
+                RoleRow {
+                    kind,
+                    url,
+                    version: m.version,
+                    signed: datetime(m.created_at),
+                    expires: datetime(m.expires_at),
+                    class,
+                    status,
+                    role: m.role,
+                }
+            })
+            .collect();
+        let order = |r: &RoleRow| {
+            ["root", "targets", "snapshot", "timestamp"]
+                .iter()
+                .position(|x| *x == r.role)
+                .unwrap_or(4)
+        };
+        rows.sort_by(|a, b| order(a).cmp(&order(b)).then(a.role.cmp(&b.role)));
+        SignedIndexPage { roles: rows }
+    }
+}
+
+/// A duration in the largest whole unit, for people.
+fn span(secs: i64) -> String {
+    match secs {
+        s if s >= 2 * 86_400 => format!("{} days", s / 86_400),
+        s if s >= 2 * 3600 => format!("{} hours", s / 3600),
+        s if s >= 120 => format!("{} minutes", s / 60),
+        s => format!("{s} seconds"),
     }
 }
