@@ -324,3 +324,84 @@ async fn our_rust_client_refuses_a_foreign_root() {
         .unwrap_err();
     assert!(err.to_string().contains("failed verification"), "{err}");
 }
+
+#[tokio::test]
+async fn clients_step_through_a_root_rotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init_repo(dir.path(), 1);
+    let server = Server::start(&data);
+    let first_root = trusted_root(&server.url).await;
+    let root_path = dir.path().join("1.root.json");
+    std::fs::write(&root_path, &first_root).unwrap();
+    let storage = builtin_target("storage");
+    // A client that trusted root 1 before the rotation, with its cache.
+    let before = python_tuf(&server.url, &root_path, &dir.path().join("py"), &[&storage]);
+    assert_eq!(before["root"], 1);
+
+    // Rotate while the server runs: root-0 (current) and the new key both sign root 2.
+    let new_key = dir.path().join("root-new.pem");
+    SigningKey::generate().unwrap().save_new(&new_key).unwrap();
+    let d = data.to_str().unwrap();
+    let old = dir.path().join("root-0.pem");
+    let out = marketplace(&[
+        "repo",
+        "rotate-root",
+        "--data-dir",
+        d,
+        "--old-root-key",
+        old.to_str().unwrap(),
+        "--new-root-key",
+        new_key.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("root version 2"));
+
+    // python-tuf (fresh and with its old cache) and our client step from root 1 to 2.
+    for cache in ["py", "py-fresh"] {
+        let after = python_tuf(
+            &server.url,
+            &root_path,
+            &dir.path().join(cache),
+            &[&storage],
+        );
+        assert_eq!(after["root"], 2, "{cache}");
+        assert!(after["targets"][&storage].is_object());
+    }
+    let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
+    let repo = marketplace::trust::client::load(&first_root, &base, &dir.path().join("tough"))
+        .await
+        .unwrap();
+    assert_eq!(repo.root().signed.version.get(), 2);
+
+    // A rotation without the current root key (root-0 is no longer a root key) is
+    // refused before anything is stored.
+    let third = dir.path().join("root-third.pem");
+    SigningKey::generate().unwrap().save_new(&third).unwrap();
+    let out = marketplace(&[
+        "repo",
+        "rotate-root",
+        "--data-dir",
+        d,
+        "--old-root-key",
+        old.to_str().unwrap(),
+        "--new-root-key",
+        third.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the current root's keys must sign"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        reqwest::get(format!("{}/tuf/metadata/3.root.json", server.url))
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+}

@@ -27,6 +27,29 @@ enum RepoCommand {
     /// targets, snapshot and timestamp keys and the built-in `fundament` publisher's key
     /// are generated into DATA_DIR/keys/ (mode 0600) for the server to use.
     Init(InitArgs),
+    /// Replace the root keys: signs N+1.root.json with the current and the new root keys.
+    ///
+    /// Clients holding root N verify N+1 with the keys they trust, then trust the new
+    /// keys. Bring the root keys out of offline storage only for this.
+    RotateRoot(RotateArgs),
+}
+
+#[derive(Debug, Args)]
+struct RotateArgs {
+    #[arg(long, env = "MARKETPLACE_DATA_DIR", default_value = "./data")]
+    data_dir: PathBuf,
+    /// A current root private key; give at least the current threshold of them.
+    #[arg(long = "old-root-key", value_name = "FILE", required = true)]
+    old_root_keys: Vec<PathBuf>,
+    /// A new root private key; repeat for several (may repeat an old key to keep it).
+    #[arg(long = "new-root-key", value_name = "FILE", required = true)]
+    new_root_keys: Vec<PathBuf>,
+    /// Root signatures clients require from now on; defaults to all new keys.
+    #[arg(long)]
+    root_threshold: Option<u64>,
+    /// Lifetime of the new root.json; defaults to the current root's.
+    #[arg(long, value_parser = parse_lifetime)]
+    root_expires: Option<Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -79,6 +102,7 @@ pub fn run(args: RepoArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     match args.command {
         RepoCommand::Init(a) => runtime.block_on(init(a)),
+        RepoCommand::RotateRoot(a) => runtime.block_on(rotate(a)),
     }
 }
 
@@ -128,6 +152,41 @@ async fn init(a: InitArgs) -> anyhow::Result<()> {
     println!(
         "clients bootstrap from http(s)://HOST/tuf/metadata/1.root.json, fetched once over a trusted channel"
     );
+    Ok(())
+}
+
+async fn rotate(a: RotateArgs) -> anyhow::Result<()> {
+    let load = |paths: &[PathBuf]| {
+        paths
+            .iter()
+            .map(|p| SigningKey::load(p))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let old = load(&a.old_root_keys)?;
+    let new = load(&a.new_root_keys)?;
+    let db = a.data_dir.join(server::DATABASE_FILE);
+    if !db.exists() {
+        anyhow::bail!("no marketplace database in {}", a.data_dir.display());
+    }
+    let store = Store::open(&db)
+        .await
+        .with_context(|| format!("opening database {}", db.display()))?;
+    let threshold = a.root_threshold.unwrap_or(new.len() as u64);
+    let result = repo::rotate_root(
+        &store,
+        &old,
+        &new,
+        threshold,
+        a.root_expires,
+        crate::clock::now(),
+    )
+    .await;
+    store.close().await;
+    let version = result?;
+    println!("root version {version} signed by the current and the new root keys");
+    for k in &new {
+        println!("  root key {}", k.public().key_id());
+    }
     Ok(())
 }
 

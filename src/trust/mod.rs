@@ -22,6 +22,8 @@ pub enum TrustError {
     Key(#[from] KeyError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("the signed index is not initialized; run `marketplace repo init` first")]
+    NotInitialized,
     #[error("the signed index is already initialized; root changes go through `repo rotate-root`")]
     AlreadyInitialized,
     #[error(

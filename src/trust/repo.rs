@@ -224,3 +224,92 @@ fn role_keys(
         _extra: HashMap::new(),
     }
 }
+
+/// Signs `N+1.root.json` replacing the root keys: the old root's threshold of keys and
+/// the new root's threshold both sign it, so clients holding root N can step to N+1.
+/// Online keys are unchanged. Returns the new root version.
+pub async fn rotate_root(
+    store: &Store,
+    old_keys: &[SigningKey],
+    new_keys: &[SigningKey],
+    new_threshold: u64,
+    lifetime: Option<std::time::Duration>,
+    now: i64,
+) -> Result<u64, TrustError> {
+    let current = store
+        .latest_metadata("root")
+        .await?
+        .ok_or(TrustError::NotInitialized)?;
+    let old: tough::schema::Signed<Root> = serde_json::from_slice(&current.bytes)
+        .map_err(|e| TrustError::Corrupt(format!("root: {e}")))?;
+    if new_threshold == 0 || new_threshold > new_keys.len() as u64 {
+        return Err(TrustError::Threshold {
+            threshold: new_threshold,
+            keys: new_keys.len() as u64,
+        });
+    }
+    let mut root = old.signed.clone();
+    let n = current.version + 1;
+    root.version = version(n);
+    let lifetime = lifetime.unwrap_or(std::time::Duration::from_secs(
+        (current.expires_at - current.created_at).max(60) as u64,
+    ));
+    let expires = expiry(now, lifetime);
+    root.expires = expires;
+    // Drop the old root keys no other role uses, then add the new ones.
+    let old_ids = old
+        .signed
+        .roles
+        .get(&RoleType::Root)
+        .map(|r| r.keyids.clone())
+        .unwrap_or_default();
+    for id in &old_ids {
+        let used_elsewhere = root
+            .roles
+            .iter()
+            .any(|(role, keys)| *role != RoleType::Root && keys.keyids.contains(id));
+        if !used_elsewhere {
+            root.keys.remove(id);
+        }
+    }
+    let mut new_ids = Vec::new();
+    for k in new_keys {
+        let key = k.public().tuf_key();
+        let id = key.key_id().expect("key id");
+        root.keys.insert(id.clone(), key);
+        new_ids.push(id);
+    }
+    root.roles
+        .insert(RoleType::Root, role_keys(new_ids, new_threshold));
+
+    let old_refs: Vec<&SigningKey> = old_keys.iter().collect();
+    let new_refs: Vec<&SigningKey> = new_keys.iter().collect();
+    let current_must = |e: String| {
+        TrustError::Sign(format!(
+            "the current root's keys must sign the new root: {e}"
+        ))
+    };
+    let new_must =
+        |e: String| TrustError::Sign(format!("the new root keys must sign the new root: {e}"));
+    let by_old = sign(
+        root.clone(),
+        &KeyHolder::Root(old.signed.clone()),
+        &old_refs,
+    )
+    .await
+    .map_err(|e| current_must(e.to_string()))?;
+    let signed = sign(root.clone(), &KeyHolder::Root(root.clone()), &new_refs)
+        .await
+        .map_err(|e| new_must(e.to_string()))?
+        .add_old_signatures(by_old.signed().signatures.clone())
+        .map_err(|e| TrustError::Sign(e.to_string()))?;
+    old.signed
+        .verify_role(signed.signed())
+        .map_err(|e| current_must(e.to_string()))?;
+    root.verify_role(signed.signed())
+        .map_err(|e| new_must(e.to_string()))?;
+    store
+        .put_metadata(&[stored("root", n, now, expires, &signed)])
+        .await?;
+    Ok(n)
+}
