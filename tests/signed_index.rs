@@ -405,3 +405,54 @@ async fn clients_step_through_a_root_rotation() {
         404
     );
 }
+
+#[tokio::test]
+async fn built_ins_added_by_a_new_binary_are_signed_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init_repo(dir.path(), 1);
+    // What a newer binary's catalog/ would add: a built-in the signed role lacks.
+    let newer = common::with_version("gateway", "9.0.0");
+    {
+        let store = marketplace::store::Store::open(&data.join("marketplace.db"))
+            .await
+            .unwrap();
+        store
+            .insert_version("fundament", &newer, marketplace::clock::now())
+            .await
+            .unwrap();
+        store.close().await;
+    }
+    let server = Server::start(&data);
+    let root_path = dir.path().join("root.json");
+    std::fs::write(&root_path, trusted_root(&server.url).await).unwrap();
+    let name = "fundament/gateway/9.0.0.yaml";
+    let report = python_tuf(
+        &server.url,
+        &root_path,
+        &dir.path().join("py"),
+        &[name, &builtin_target("storage")],
+    );
+    assert_eq!(
+        report["targets"][name]["sha256"].as_str(),
+        newer.hash.strip_prefix("sha256:")
+    );
+    let role: serde_json::Value =
+        reqwest::get(format!("{}/api/v1/publishers/fundament/role", server.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert_eq!(role["signed"]["version"], 2);
+    drop(server);
+    // A second start has nothing left to sign.
+    let server = Server::start(&data);
+    let role: serde_json::Value =
+        reqwest::get(format!("{}/api/v1/publishers/fundament/role", server.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert_eq!(role["signed"]["version"], 2);
+}

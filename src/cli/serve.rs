@@ -9,6 +9,7 @@ use clap::Args;
 use crate::catalog::builtin;
 use crate::server;
 use crate::store::Store;
+use crate::trust::accept;
 use crate::trust::state::{self, OnlineKeys, Signer};
 
 /// How often the server checks whether metadata needs re-signing; far shorter than the
@@ -54,6 +55,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .context("loading the signed index's online keys")?
     {
         Some(keys) => {
+            let added = accept::sign_new_builtins(&store, &keys, crate::clock::now())
+                .await
+                .context("signing new built-in definitions into the index")?;
+            if added > 0 {
+                tracing::info!(added, "signed new built-in definitions into the index");
+            }
             let signer = std::sync::Arc::new(Signer::new(keys));
             tokio::spawn(state::refresh_forever(
                 store.clone(),

@@ -273,3 +273,62 @@ pub async fn accept_yank(
         snapshot_version,
     })
 }
+
+/// Signs into the built-in publisher's role every stored built-in it does not list yet
+/// (a new binary brought new definitions). Returns how many were added.
+pub async fn sign_new_builtins(
+    store: &Store,
+    keys: &OnlineKeys,
+    now: i64,
+) -> Result<usize, AcceptError> {
+    use crate::catalog::builtin::BUILTIN_PUBLISHER;
+    let Some(state) = super::state::current(store).await? else {
+        return Ok(0);
+    };
+    let Some((stored_role, current)) =
+        current_role(store, &state.snapshot.signed.signed, BUILTIN_PUBLISHER).await?
+    else {
+        return Err(TrustError::Corrupt(format!("the {BUILTIN_PUBLISHER} role is missing")).into());
+    };
+    let defs = store.publisher_definitions(BUILTIN_PUBLISHER).await?;
+    let missing: Vec<(&Definition, bool)> = defs
+        .iter()
+        .filter(|(d, _)| {
+            let name = super::metadata::target_name(BUILTIN_PUBLISHER, d);
+            !current.signed.targets.keys().any(|t| t.raw() == name)
+        })
+        .map(|(d, y)| (d, *y))
+        .collect();
+    if missing.is_empty() {
+        return Ok(0);
+    }
+    let who = publisher_keys(store, BUILTIN_PUBLISHER).await?;
+    let lifetime = std::time::Duration::from_secs(
+        (stored_role.expires_at - stored_role.created_at).max(60) as u64,
+    );
+    let bytes = super::publish::build_role_adding(
+        BUILTIN_PUBLISHER,
+        Some(&current),
+        &missing,
+        &[&keys.builtin],
+        1,
+        lifetime,
+        now,
+    )
+    .await?;
+    let role: Signed<Targets> =
+        serde_json::from_slice(&bytes).map_err(|e| TrustError::Sign(e.to_string()))?;
+    who.delegations
+        .verify_role(&role, BUILTIN_PUBLISHER)
+        .map_err(|e| {
+            TrustError::Sign(format!(
+                "the built-in publisher key does not match its registration: {e}"
+            ))
+        })?;
+    let (files, _) = signed_files(keys, &state, &who, &role, &bytes, now).await?;
+    store.put_metadata(&files).await?;
+    store
+        .record_signers(BUILTIN_PUBLISHER, &[keys.builtin.public().key_id()])
+        .await?;
+    Ok(missing.len())
+}

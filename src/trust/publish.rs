@@ -72,15 +72,39 @@ pub async fn build_role(
     lifetime: std::time::Duration,
     now: i64,
 ) -> Result<Vec<u8>, TrustError> {
+    build_role_adding(
+        publisher,
+        current,
+        &[(def, false)],
+        keys,
+        threshold,
+        lifetime,
+        now,
+    )
+    .await
+}
+
+/// The next version of the role with each `(definition, yanked)` added as a target.
+pub async fn build_role_adding(
+    publisher: &str,
+    current: Option<&Signed<Targets>>,
+    defs: &[(&Definition, bool)],
+    keys: &[&SigningKey],
+    threshold: u64,
+    lifetime: std::time::Duration,
+    now: i64,
+) -> Result<Vec<u8>, TrustError> {
     let next = current.map_or(1, |c| c.signed.version.get() + 1);
     let mut role = Targets::new(SPEC_VERSION.into(), version(next), expiry(now, lifetime));
     role.delegations = None;
     if let Some(c) = current {
         role.targets = c.signed.targets.clone();
     }
-    let name = TargetName::new(target_name(publisher, def))
-        .map_err(|e| TrustError::Sign(e.to_string()))?;
-    role.targets.insert(name, target(def, false));
+    for (def, yanked) in defs {
+        let name = TargetName::new(target_name(publisher, def))
+            .map_err(|e| TrustError::Sign(e.to_string()))?;
+        role.targets.insert(name, target(def, *yanked));
+    }
     let publics: Vec<PublicKey> = keys.iter().map(|k| k.public()).collect();
     let holder = KeyHolder::Delegations(delegations_for(publisher, &publics, threshold)?);
     let signed = sign(

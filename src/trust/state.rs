@@ -17,10 +17,14 @@ pub struct OnlineKeys {
     pub targets: SigningKey,
     pub snapshot: SigningKey,
     pub timestamp: SigningKey,
+    /// The built-in publisher's key: built-ins ship inside the binary, so the server
+    /// signs them.
+    pub builtin: SigningKey,
 }
 
 impl OnlineKeys {
-    /// Loads `DATA_DIR/keys/{targets,snapshot,timestamp}.pem`; `None` before `repo init`.
+    /// Loads `DATA_DIR/keys/{targets,snapshot,timestamp,fundament}.pem`; `None` before
+    /// `repo init`.
     pub fn load(data_dir: &Path) -> Result<Option<OnlineKeys>, TrustError> {
         let dir = keys_dir(data_dir);
         if !dir.join("timestamp.pem").exists() {
@@ -31,6 +35,7 @@ impl OnlineKeys {
             targets: load("targets")?,
             snapshot: load("snapshot")?,
             timestamp: load("timestamp")?,
+            builtin: load(crate::catalog::builtin::BUILTIN_PUBLISHER)?,
         }))
     }
 }
