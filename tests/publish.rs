@@ -280,132 +280,404 @@ async fn publishing_adds_signed_targets_that_tuf_clients_verify() {
     assert!(repo.delegated_role("fundament").is_some() && repo.delegated_role("acme").is_some());
 }
 
-/// What is wrong, token, definition bytes, role bytes, expected status and error code.
-type Refusal<'a> = (&'a str, Option<&'a str>, Vec<u8>, Vec<u8>, u16, &'a str);
+/// A repository where acme has published `edge-gateway` 1.0.0, ready for a bad upload.
+struct Refusals {
+    _dir: tempfile::TempDir,
+    _server: Server,
+    c: Client,
+    key: SigningKey,
+    token: String,
+    beta_token: String,
+    data: PathBuf,
+    v1: Signed<Targets>,
+    first: Definition,
+    next: Definition,
+}
 
-#[tokio::test]
-async fn every_refusal_has_its_status_and_code() {
-    let dir = tempfile::tempdir().unwrap();
-    let (data, key, token, beta_token) = setup(dir.path());
-    let server = Server::start(&data);
-    let c = Client {
-        http: reqwest::Client::new(),
-        url: server.url.clone(),
-    };
-    let first = definition("gateway", "edge-gateway", "1.0.0");
-    let (status, _) = c
-        .publish(
-            "acme",
-            Some(&token),
-            &first.bytes,
-            &signed_role(&c, &first, &[&key]).await,
-        )
-        .await;
-    assert_eq!(status, 201);
-
-    let next = definition("gateway", "edge-gateway", "1.1.0");
-    let good_role = signed_role(&c, &next, &[&key]).await;
-    let rogue = SigningKey::generate().unwrap();
-    let now = marketplace::clock::now();
-    let v1 = c.role("acme").await.unwrap();
-
-    let cases: Vec<Refusal> = vec![
-        (
-            "missing token",
-            None,
-            next.bytes.clone(),
-            good_role.clone(),
-            401,
-            "unauthorized",
-        ),
-        (
-            "invalid token",
-            Some("mkt_nope"),
-            next.bytes.clone(),
-            good_role.clone(),
-            401,
-            "unauthorized",
-        ),
-        (
-            "other publisher's token",
-            Some(&beta_token),
-            next.bytes.clone(),
-            good_role.clone(),
-            403,
-            "forbidden",
-        ),
-        (
-            "wrong publisher key",
-            Some(&token),
-            next.bytes.clone(),
-            build_role("acme", Some(&v1), &next, &[&rogue], 1, YEAR, now)
-                .await
-                .unwrap(),
-            403,
-            "bad_signature",
-        ),
-        (
-            "version not incremented",
-            Some(&token),
-            first.bytes.clone(),
-            build_role("acme", None, &first, &[&key], 1, YEAR, now)
-                .await
-                .unwrap(),
-            409,
-            "stale",
-        ),
-        (
-            "bytes not matching the target",
-            Some(&token),
-            definition("gateway", "edge-gateway", "1.2.0").bytes,
-            good_role.clone(),
-            422,
-            "rejected",
-        ),
-        (
-            "invalid definition",
-            Some(&token),
-            b"apiVersion: nope\n".to_vec(),
-            good_role.clone(),
-            422,
-            "invalid_definition",
-        ),
-        (
-            "changing a published version",
-            Some(&token),
-            definition("storage", "edge-gateway", "1.0.0").bytes,
-            build_role(
+impl Refusals {
+    async fn new() -> Refusals {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, key, token, beta_token) = setup(dir.path());
+        let server = Server::start(&data);
+        let c = Client {
+            http: reqwest::Client::new(),
+            url: server.url.clone(),
+        };
+        let first = definition("gateway", "edge-gateway", "1.0.0");
+        let (status, _) = c
+            .publish(
                 "acme",
-                Some(&v1),
-                &definition("storage", "edge-gateway", "1.0.0"),
-                &[&key],
-                1,
-                YEAR,
-                now,
+                Some(&token),
+                &first.bytes,
+                &signed_role(&c, &first, &[&key]).await,
             )
-            .await
-            .unwrap(),
-            422,
-            "rejected",
-        ),
-    ];
-    for (what, tok, def, role, status, code) in cases {
-        let (got, body) = c.publish("acme", tok, &def, &role).await;
+            .await;
+        assert_eq!(status, 201);
+        let v1 = c.role("acme").await.unwrap();
+        Refusals {
+            _dir: dir,
+            _server: server,
+            c,
+            key,
+            token,
+            beta_token,
+            data,
+            v1,
+            first,
+            next: definition("gateway", "edge-gateway", "1.1.0"),
+        }
+    }
+
+    /// The next version signed correctly by acme.
+    async fn good_role(&self) -> Vec<u8> {
+        build_role(
+            "acme",
+            Some(&self.v1),
+            &self.next,
+            &[&self.key],
+            1,
+            YEAR,
+            marketplace::clock::now(),
+        )
+        .await
+        .unwrap()
+    }
+
+    /// Uploads and checks status, error code and a phrase of the message; then checks
+    /// the refusal changed nothing: the good upload still applies as role version 2.
+    async fn expect(
+        &self,
+        token: Option<&str>,
+        def: &[u8],
+        role: &[u8],
+        status: u16,
+        code: &str,
+        phrase: &str,
+    ) {
+        let (got, body) = self.c.publish("acme", token, def, role).await;
         assert_eq!(
             (got, body["error"]["code"].as_str()),
             (status, Some(code)),
-            "{what}: {body}"
+            "{body}"
+        );
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(phrase),
+            "message {message:?} lacks {phrase:?}"
+        );
+        let (ok, body) = self
+            .c
+            .publish(
+                "acme",
+                Some(&self.token),
+                &self.next.bytes,
+                &self.good_role().await,
+            )
+            .await;
+        assert_eq!(
+            (ok, body["role_version"].as_u64()),
+            (201, Some(2)),
+            "{body}"
         );
     }
-    // Nothing above changed the index: the good upload still applies as version 2.
-    let (status, body) = c
-        .publish("acme", Some(&token), &next.bytes, &good_role)
-        .await;
+
+    /// A hand-built role version 2 with these targets, signed by acme's key.
+    async fn role_with(&self, targets: Vec<(String, &Definition)>) -> Vec<u8> {
+        let mut role = self.v1.signed.clone();
+        role.version = std::num::NonZeroU64::new(2).unwrap();
+        for (name, def) in targets {
+            role.targets.insert(
+                tough::TargetName::new(name).unwrap(),
+                marketplace::trust::metadata::target(def, false),
+            );
+        }
+        let holder = tough::schema::KeyHolder::Delegations(
+            marketplace::trust::publish::delegations_for("acme", &[self.key.public()], 1).unwrap(),
+        );
+        let signed = marketplace::trust::metadata::sign(
+            tough::schema::DelegatedTargets {
+                name: "acme".into(),
+                targets: role,
+            },
+            &holder,
+            &[&self.key],
+        )
+        .await
+        .unwrap();
+        signed.buffer().clone()
+    }
+}
+
+#[tokio::test]
+async fn refuses_a_missing_token() {
+    let r = Refusals::new().await;
+    r.expect(
+        None,
+        &r.next.bytes,
+        &r.good_role().await,
+        401,
+        "unauthorized",
+        "Authorization: Bearer",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn refuses_an_invalid_token() {
+    let r = Refusals::new().await;
+    r.expect(
+        Some("mkt_nope"),
+        &r.next.bytes,
+        &r.good_role().await,
+        401,
+        "unauthorized",
+        "unknown or revoked",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn refuses_another_publishers_token() {
+    let r = Refusals::new().await;
+    r.expect(
+        Some(&r.beta_token.clone()),
+        &r.next.bytes,
+        &r.good_role().await,
+        403,
+        "forbidden",
+        "another publisher",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn refuses_a_wrong_publisher_key() {
+    let r = Refusals::new().await;
+    let rogue = SigningKey::generate().unwrap();
+    let role = build_role(
+        "acme",
+        Some(&r.v1),
+        &r.next,
+        &[&rogue],
+        1,
+        YEAR,
+        marketplace::clock::now(),
+    )
+    .await
+    .unwrap();
+    r.expect(
+        Some(&r.token),
+        &r.next.bytes,
+        &role,
+        403,
+        "bad_signature",
+        "not signed by 1 of publisher acme's keys",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn refuses_signatures_below_the_threshold() {
+    let r = Refusals::new().await;
+    // gamma needs 2 of its 2 keys and signs with one.
+    let (k1, k2) = (
+        SigningKey::generate().unwrap(),
+        SigningKey::generate().unwrap(),
+    );
+    let d = r.data.to_str().unwrap();
+    let out = marketplace(&[
+        "publisher",
+        "add",
+        "gamma",
+        "--key",
+        &k1.public().hex(),
+        "--key",
+        &k2.public().hex(),
+        "--threshold",
+        "2",
+        "--data-dir",
+        d,
+    ]);
+    assert!(out.status.success());
+    let gamma_token = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned();
+    let def = definition("storage", "gamma-disk", "1.0.0");
+    let one = build_role(
+        "gamma",
+        None,
+        &def,
+        &[&k1],
+        1,
+        YEAR,
+        marketplace::clock::now(),
+    )
+    .await
+    .unwrap();
+    let (status, body) =
+        r.c.publish("gamma", Some(&gamma_token), &def.bytes, &one)
+            .await;
     assert_eq!(
-        (status, body["role_version"].as_u64()),
-        (201, Some(2)),
+        (status, body["error"]["code"].as_str()),
+        (403, Some("bad_signature")),
         "{body}"
     );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not signed by 2 of publisher gamma's keys")
+    );
+    let both = build_role(
+        "gamma",
+        None,
+        &def,
+        &[&k1, &k2],
+        2,
+        YEAR,
+        marketplace::clock::now(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        r.c.publish("gamma", Some(&gamma_token), &def.bytes, &both)
+            .await
+            .0,
+        201
+    );
+}
+
+#[tokio::test]
+async fn refuses_a_target_outside_the_publishers_path() {
+    let r = Refusals::new().await;
+    let role = r
+        .role_with(vec![
+            (format!("acme/{}/1.1.0.yaml", r.next.name()), &r.next),
+            ("other/edge-gateway/1.1.0.yaml".into(), &r.next),
+        ])
+        .await;
+    r.expect(
+        Some(&r.token),
+        &r.next.bytes,
+        &role,
+        422,
+        "rejected",
+        "outside acme/*/*",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn refuses_changing_a_published_version() {
+    let r = Refusals::new().await;
+    let changed = definition("storage", "edge-gateway", "1.0.0");
+    let role = r
+        .role_with(vec![(
+            format!("acme/edge-gateway/{}.yaml", changed.version),
+            &changed,
+        )])
+        .await;
+    r.expect(
+        Some(&r.token),
+        &changed.bytes,
+        &role,
+        422,
+        "rejected",
+        "immutable",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn refuses_removing_a_published_version() {
+    let r = Refusals::new().await;
+    let mut role = r.v1.signed.clone();
+    role.targets.clear();
+    role.version = std::num::NonZeroU64::new(2).unwrap();
+    role.targets.insert(
+        tough::TargetName::new(format!("acme/edge-gateway/{}.yaml", r.next.version)).unwrap(),
+        marketplace::trust::metadata::target(&r.next, false),
+    );
+    let holder = tough::schema::KeyHolder::Delegations(
+        marketplace::trust::publish::delegations_for("acme", &[r.key.public()], 1).unwrap(),
+    );
+    let signed = marketplace::trust::metadata::sign(
+        tough::schema::DelegatedTargets {
+            name: "acme".into(),
+            targets: role,
+        },
+        &holder,
+        &[&r.key],
+    )
+    .await
+    .unwrap();
+    r.expect(
+        Some(&r.token),
+        &r.next.bytes,
+        signed.buffer(),
+        422,
+        "rejected",
+        "changed or removed",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn refuses_a_version_that_is_not_incremented() {
+    let r = Refusals::new().await;
+    let replay = build_role(
+        "acme",
+        None,
+        &r.first,
+        &[&r.key],
+        1,
+        YEAR,
+        marketplace::clock::now(),
+    )
+    .await
+    .unwrap();
+    r.expect(
+        Some(&r.token),
+        &r.first.bytes,
+        &replay,
+        409,
+        "stale",
+        "current version is 1",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn refuses_bytes_that_do_not_match_the_target() {
+    let r = Refusals::new().await;
+    let other = definition("gateway", "edge-gateway", "1.2.0");
+    r.expect(
+        Some(&r.token),
+        &other.bytes,
+        &r.good_role().await,
+        422,
+        "rejected",
+        "acme/edge-gateway/1.2.0.yaml",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn refuses_an_invalid_definition() {
+    let r = Refusals::new().await;
+    r.expect(
+        Some(&r.token),
+        b"apiVersion: nope\n",
+        &r.good_role().await,
+        422,
+        "invalid_definition",
+        "missing field",
+    )
+    .await;
 }
 
 #[tokio::test]
