@@ -9,7 +9,7 @@ use std::process::Command;
 use common::{Server, builtin_yaml, python_tuf, trusted_root};
 use marketplace::definition::Definition;
 use marketplace::trust::SigningKey;
-use marketplace::trust::publish::build_role;
+use marketplace::trust::publish::{build_role, sign_role};
 use tough::schema::{Signed, Targets};
 
 const YEAR: std::time::Duration = std::time::Duration::from_secs(365 * 86_400);
@@ -391,20 +391,7 @@ impl Refusals {
                 marketplace::trust::metadata::target(def, false),
             );
         }
-        let holder = tough::schema::KeyHolder::Delegations(
-            marketplace::trust::publish::delegations_for("acme", &[self.key.public()], 1).unwrap(),
-        );
-        let signed = marketplace::trust::metadata::sign(
-            tough::schema::DelegatedTargets {
-                name: "acme".into(),
-                targets: role,
-            },
-            &holder,
-            &[&self.key],
-        )
-        .await
-        .unwrap();
-        signed.buffer().clone()
+        sign_role("acme", role, &[&self.key], 1).await.unwrap()
     }
 }
 
@@ -602,23 +589,11 @@ async fn refuses_removing_a_published_version() {
         tough::TargetName::new(format!("acme/edge-gateway/{}.yaml", r.next.version)).unwrap(),
         marketplace::trust::metadata::target(&r.next, false),
     );
-    let holder = tough::schema::KeyHolder::Delegations(
-        marketplace::trust::publish::delegations_for("acme", &[r.key.public()], 1).unwrap(),
-    );
-    let signed = marketplace::trust::metadata::sign(
-        tough::schema::DelegatedTargets {
-            name: "acme".into(),
-            targets: role,
-        },
-        &holder,
-        &[&r.key],
-    )
-    .await
-    .unwrap();
+    let signed = sign_role("acme", role, &[&r.key], 1).await.unwrap();
     r.expect(
         Some(&r.token),
         &r.next.bytes,
-        signed.buffer(),
+        &signed,
         422,
         "rejected",
         "changed or removed",
@@ -912,24 +887,12 @@ async fn yank_hides_a_version_but_keeps_its_bytes() {
         t.custom
             .insert("yanked".into(), serde_json::Value::Bool(false));
     }
-    let holder = tough::schema::KeyHolder::Delegations(
-        marketplace::trust::publish::delegations_for("acme", &[key.public()], 1).unwrap(),
-    );
-    let signed = marketplace::trust::metadata::sign(
-        tough::schema::DelegatedTargets {
-            name: "acme".into(),
-            targets: role,
-        },
-        &holder,
-        &[&key],
-    )
-    .await
-    .unwrap();
+    let signed = sign_role("acme", role, &[&key], 1).await.unwrap();
     let resp = c
         .http
         .post(format!("{}/api/v1/publishers/acme/yank", server.url))
         .bearer_auth(&token)
-        .json(&serde_json::json!({ "role": String::from_utf8(signed.buffer().clone()).unwrap() }))
+        .json(&serde_json::json!({ "role": String::from_utf8(signed.clone()).unwrap() }))
         .send()
         .await
         .unwrap();

@@ -17,18 +17,25 @@ pub(super) const ATTEMPTS: usize = 3;
 pub struct PublishArgs {
     /// The definition file to publish.
     file: PathBuf,
+    #[command(flatten)]
+    publisher: PublisherOptions,
+}
+
+/// What every publisher command needs: where, who (token) and the signing keys.
+#[derive(Debug, Args)]
+pub(super) struct PublisherOptions {
     /// Marketplace base URL, e.g. https://plugins.example.com
     #[arg(long, env = "MARKETPLACE_SERVER")]
-    server: String,
+    pub server: String,
     /// The publisher's private key; repeat when the threshold needs several.
     #[arg(long = "key", value_name = "PUBLISHER_KEY", required = true)]
-    keys: Vec<PathBuf>,
+    pub keys: Vec<PathBuf>,
     /// API token of the publisher.
     #[arg(long, env = "MARKETPLACE_TOKEN", hide_env_values = true)]
-    token: String,
+    pub token: String,
     /// Lifetime of the signed role metadata.
     #[arg(long, default_value = "365d", value_parser = super::repo::parse_lifetime)]
-    expires: Duration,
+    pub expires: Duration,
 }
 
 pub fn run(args: PublishArgs) -> anyhow::Result<()> {
@@ -52,19 +59,20 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
         )
     })?;
     let keys = a
+        .publisher
         .keys
         .iter()
         .map(|k| SigningKey::load(k))
         .collect::<Result<Vec<_>, _>>()?;
     let key_refs: Vec<&SigningKey> = keys.iter().collect();
-    let base = a.server.trim_end_matches('/');
+    let base = a.publisher.server.trim_end_matches('/');
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()?;
 
     let who: serde_json::Value = checked(
         http.get(format!("{base}/api/v1/publishers/me"))
-            .bearer_auth(&a.token)
+            .bearer_auth(&a.publisher.token)
             .send()
             .await?,
     )
@@ -82,7 +90,7 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
             &def,
             &key_refs,
             keys.len() as u64,
-            a.expires,
+            a.publisher.expires,
             crate::clock::now(),
         )
         .await?;
@@ -92,7 +100,7 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
         });
         let resp = http
             .post(format!("{base}/api/v1/publishers/{publisher}/definitions"))
-            .bearer_auth(&a.token)
+            .bearer_auth(&a.publisher.token)
             .json(&body)
             .send()
             .await?;

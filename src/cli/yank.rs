@@ -1,12 +1,11 @@
 //! `marketplace yank PUBLISHER/NAME@VERSION --server URL --key KEY`
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::publish::{ATTEMPTS, checked, current_role};
+use super::publish::{ATTEMPTS, PublisherOptions, checked, current_role};
 use crate::definition::parse_version;
 use crate::trust::SigningKey;
 use crate::trust::publish::build_yank;
@@ -15,16 +14,8 @@ use crate::trust::publish::build_yank;
 pub struct YankArgs {
     /// What to yank, e.g. acme/my-plugin@1.2.0 (a leading `v` is accepted).
     target: String,
-    #[arg(long, env = "MARKETPLACE_SERVER")]
-    server: String,
-    /// The publisher's private key; repeat when the threshold needs several.
-    #[arg(long = "key", value_name = "PUBLISHER_KEY", required = true)]
-    keys: Vec<PathBuf>,
-    #[arg(long, env = "MARKETPLACE_TOKEN", hide_env_values = true)]
-    token: String,
-    /// Lifetime of the signed role metadata.
-    #[arg(long, default_value = "365d", value_parser = super::repo::parse_lifetime)]
-    expires: Duration,
+    #[command(flatten)]
+    publisher: PublisherOptions,
 }
 
 pub fn run(args: YankArgs) -> anyhow::Result<()> {
@@ -45,12 +36,13 @@ async fn yank(a: YankArgs) -> anyhow::Result<()> {
         parse_version(version).with_context(|| format!("`{version}` is not a semantic version"))?;
     let target = format!("{publisher}/{name}/{version}.yaml");
     let keys = a
+        .publisher
         .keys
         .iter()
         .map(|k| SigningKey::load(k))
         .collect::<Result<Vec<_>, _>>()?;
     let key_refs: Vec<&SigningKey> = keys.iter().collect();
-    let base = a.server.trim_end_matches('/');
+    let base = a.publisher.server.trim_end_matches('/');
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()?;
@@ -65,14 +57,14 @@ async fn yank(a: YankArgs) -> anyhow::Result<()> {
             std::slice::from_ref(&target),
             &key_refs,
             keys.len() as u64,
-            a.expires,
+            a.publisher.expires,
             crate::clock::now(),
         )
         .await
         .with_context(|| format!("{target} is not in {publisher}'s published metadata"))?;
         let resp = http
             .post(format!("{base}/api/v1/publishers/{publisher}/yank"))
-            .bearer_auth(&a.token)
+            .bearer_auth(&a.publisher.token)
             .json(&serde_json::json!({ "role": String::from_utf8(role).expect("signed JSON is UTF-8") }))
             .send()
             .await?;

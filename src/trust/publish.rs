@@ -105,6 +105,16 @@ pub async fn build_role_adding(
             .map_err(|e| TrustError::Sign(e.to_string()))?;
         role.targets.insert(name, target(def, *yanked));
     }
+    sign_role(publisher, role, keys, threshold).await
+}
+
+/// A publisher's role signed with its keys: the bytes to upload.
+pub async fn sign_role(
+    publisher: &str,
+    role: Targets,
+    keys: &[&SigningKey],
+    threshold: u64,
+) -> Result<Vec<u8>, TrustError> {
     let publics: Vec<PublicKey> = keys.iter().map(|k| k.public()).collect();
     let holder = KeyHolder::Delegations(delegations_for(publisher, &publics, threshold)?);
     let signed = sign(
@@ -191,18 +201,7 @@ pub async fn build_yank(
         t.custom
             .insert("yanked".into(), serde_json::Value::Bool(true));
     }
-    let publics: Vec<PublicKey> = keys.iter().map(|k| k.public()).collect();
-    let holder = KeyHolder::Delegations(delegations_for(publisher, &publics, threshold)?);
-    let signed = sign(
-        DelegatedTargets {
-            name: publisher.into(),
-            targets: role,
-        },
-        &holder,
-        keys,
-    )
-    .await?;
-    Ok(signed.buffer().clone())
+    sign_role(publisher, role, keys, threshold).await
 }
 
 fn is_yanked(t: &tough::schema::Target) -> bool {
