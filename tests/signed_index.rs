@@ -343,16 +343,19 @@ async fn clients_step_through_a_root_rotation() {
     SigningKey::generate().unwrap().save_new(&new_key).unwrap();
     let d = data.to_str().unwrap();
     let old = dir.path().join("root-0.pem");
-    let out = marketplace(&[
-        "repo",
-        "rotate-root",
-        "--data-dir",
-        d,
-        "--old-root-key",
-        old.to_str().unwrap(),
-        "--new-root-key",
-        new_key.to_str().unwrap(),
-    ]);
+    let rotate = |new: &Path| {
+        marketplace(&[
+            "repo",
+            "rotate-root",
+            "--data-dir",
+            d,
+            "--old-root-key",
+            old.to_str().unwrap(),
+            "--new-root-key",
+            new.to_str().unwrap(),
+        ])
+    };
+    let out = rotate(&new_key);
     assert!(
         out.status.success(),
         "{}",
@@ -381,16 +384,7 @@ async fn clients_step_through_a_root_rotation() {
     // refused before anything is stored.
     let third = dir.path().join("root-third.pem");
     SigningKey::generate().unwrap().save_new(&third).unwrap();
-    let out = marketplace(&[
-        "repo",
-        "rotate-root",
-        "--data-dir",
-        d,
-        "--old-root-key",
-        old.to_str().unwrap(),
-        "--new-root-key",
-        third.to_str().unwrap(),
-    ]);
+    let out = rotate(&third);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("the current root's keys must sign"),

@@ -38,6 +38,25 @@ pub(super) struct PublisherOptions {
     pub expires: Duration,
 }
 
+impl PublisherOptions {
+    /// The signing keys and an HTTP client for the marketplace.
+    pub(super) fn connect(&self) -> anyhow::Result<(Vec<SigningKey>, reqwest::Client)> {
+        let keys = self
+            .keys
+            .iter()
+            .map(|k| SigningKey::load(k))
+            .collect::<Result<Vec<_>, _>>()?;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()?;
+        Ok((keys, http))
+    }
+
+    pub(super) fn base(&self) -> &str {
+        self.server.trim_end_matches('/')
+    }
+}
+
 pub fn run(args: PublishArgs) -> anyhow::Result<()> {
     tokio::runtime::Runtime::new()
         .context("starting the async runtime")?
@@ -58,17 +77,9 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
             lines.join("\n")
         )
     })?;
-    let keys = a
-        .publisher
-        .keys
-        .iter()
-        .map(|k| SigningKey::load(k))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (keys, http) = a.publisher.connect()?;
     let key_refs: Vec<&SigningKey> = keys.iter().collect();
-    let base = a.publisher.server.trim_end_matches('/');
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()?;
+    let base = a.publisher.base();
 
     let who: serde_json::Value = checked(
         http.get(format!("{base}/api/v1/publishers/me"))

@@ -1,7 +1,5 @@
 //! `marketplace yank PUBLISHER/NAME@VERSION --server URL --key KEY`
 
-use std::time::Duration;
-
 use anyhow::{Context, bail};
 use clap::Args;
 
@@ -35,17 +33,9 @@ async fn yank(a: YankArgs) -> anyhow::Result<()> {
     let version =
         parse_version(version).with_context(|| format!("`{version}` is not a semantic version"))?;
     let target = format!("{publisher}/{name}/{version}.yaml");
-    let keys = a
-        .publisher
-        .keys
-        .iter()
-        .map(|k| SigningKey::load(k))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (keys, http) = a.publisher.connect()?;
     let key_refs: Vec<&SigningKey> = keys.iter().collect();
-    let base = a.publisher.server.trim_end_matches('/');
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()?;
+    let base = a.publisher.base();
 
     for attempt in 1..=ATTEMPTS {
         let Some(current) = current_role(&http, base, publisher, &keys).await? else {

@@ -18,7 +18,7 @@ use sqlx::{Row, SqlitePool};
 use crate::definition::Definition;
 
 pub use publishers::PublisherRecord;
-pub use query::{Page, PluginQuery, PluginSummary, Sort, search_expression};
+pub use query::{Page, PluginQuery, PluginSummary, Sort};
 pub use tuf::StoredMetadata;
 
 #[derive(Debug, thiserror::Error)]

@@ -177,7 +177,7 @@ fn push_from(qb: &mut QueryBuilder<Sqlite>, q: &PluginQuery, search: Option<&str
 /// (`cert` finds `cert-manager` and `certificates`). Input never reaches FTS5 syntax:
 /// words are split into letter/digit tokens and each is quoted. `None` when no token is
 /// left.
-pub fn search_expression(terms: &[String]) -> Option<String> {
+fn search_expression(terms: &[String]) -> Option<String> {
     let tokens: Vec<String> = terms
         .iter()
         .flat_map(|t| t.split(|c: char| !c.is_alphanumeric()))
