@@ -6,150 +6,13 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Server, builtin_yaml, python_tuf, trusted_root};
+use common::{Server, python_tuf, trusted_root};
 use marketplace::definition::Definition;
 use marketplace::trust::SigningKey;
 use marketplace::trust::publish::{build_role, sign_role};
 use tough::schema::{Signed, Targets};
 
-const YEAR: std::time::Duration = std::time::Duration::from_secs(365 * 86_400);
-
-fn marketplace(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_marketplace"))
-        .args(args)
-        .output()
-        .expect("binary runs")
-}
-
-/// A repo with publisher `acme` (one key) and `beta`; returns data dir, acme key, tokens.
-fn setup(dir: &Path) -> (PathBuf, SigningKey, String, String) {
-    let data = dir.join("data");
-    let root = dir.join("root.pem");
-    SigningKey::generate().unwrap().save_new(&root).unwrap();
-    let d = data.to_str().unwrap();
-    assert!(
-        marketplace(&[
-            "repo",
-            "init",
-            "--data-dir",
-            d,
-            "--root-key",
-            root.to_str().unwrap()
-        ])
-        .status
-        .success()
-    );
-    let acme = SigningKey::generate().unwrap();
-    let token = |name: &str, key: &SigningKey| {
-        let out = marketplace(&[
-            "publisher",
-            "add",
-            name,
-            "--key",
-            &key.public().hex(),
-            "--data-dir",
-            d,
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .last()
-            .unwrap()
-            .trim()
-            .to_owned()
-    };
-    let acme_token = token("acme", &acme);
-    let beta_token = token("beta", &SigningKey::generate().unwrap());
-    (data, acme, acme_token, beta_token)
-}
-
-/// A built-in definition renamed and re-versioned: new bytes for `acme` to publish.
-fn definition(from: &str, name: &str, version: &str) -> Definition {
-    let yaml = builtin_yaml(from);
-    let mut out = String::new();
-    let (mut named, mut versioned) = (false, false);
-    for line in yaml.lines() {
-        let t = line.trim_start();
-        if !named && t.starts_with("name:") {
-            out.push_str(&format!("  name: {name}\n"));
-            named = true;
-        } else if !versioned && t.starts_with("version:") {
-            out.push_str(&format!("  version: {version}\n"));
-            versioned = true;
-        } else {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    Definition::parse(out.as_bytes()).expect("still valid")
-}
-
-struct Client {
-    http: reqwest::Client,
-    url: String,
-}
-
-impl Client {
-    async fn role(&self, publisher: &str) -> Option<Signed<Targets>> {
-        let r = self
-            .http
-            .get(format!("{}/api/v1/publishers/{publisher}/role", self.url))
-            .send()
-            .await
-            .unwrap();
-        if r.status() == 404 {
-            return None;
-        }
-        assert_eq!(r.status(), 200);
-        Some(serde_json::from_slice(&r.bytes().await.unwrap()).unwrap())
-    }
-
-    async fn publish(
-        &self,
-        publisher: &str,
-        token: Option<&str>,
-        def: &[u8],
-        role: &[u8],
-    ) -> (u16, serde_json::Value) {
-        let body = serde_json::json!({
-            "definition": String::from_utf8(def.to_vec()).unwrap(),
-            "role": String::from_utf8(role.to_vec()).unwrap(),
-        });
-        let mut req = self
-            .http
-            .post(format!(
-                "{}/api/v1/publishers/{publisher}/definitions",
-                self.url
-            ))
-            .json(&body);
-        if let Some(t) = token {
-            req = req.bearer_auth(t);
-        }
-        let r = req.send().await.unwrap();
-        let status = r.status().as_u16();
-        (status, r.json().await.unwrap_or(serde_json::Value::Null))
-    }
-}
-
-async fn signed_role(c: &Client, def: &Definition, keys: &[&SigningKey]) -> Vec<u8> {
-    let current = c.role("acme").await;
-    build_role(
-        "acme",
-        current.as_ref(),
-        def,
-        keys,
-        1,
-        YEAR,
-        marketplace::clock::now(),
-    )
-    .await
-    .unwrap()
-}
+use common::publishing::*;
 
 #[tokio::test]
 async fn publishing_adds_signed_targets_that_tuf_clients_verify() {
@@ -163,28 +26,14 @@ async fn publishing_adds_signed_targets_that_tuf_clients_verify() {
     assert!(c.role("acme").await.is_none(), "nothing published yet");
 
     let first = definition("gateway", "edge-gateway", "v1.0.0");
-    let (status, body) = c
-        .publish(
-            "acme",
-            Some(&token),
-            &first.bytes,
-            &signed_role(&c, &first, &[&key]).await,
-        )
-        .await;
+    let (status, body) = c.publish_signed(&token, &first, &[&key]).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(
         (body["role_version"].as_u64(), body["hash"].as_str()),
         (Some(1), Some(first.hash.as_str()))
     );
     let second = definition("storage", "fast-disk", "2.1.0");
-    let (status, body) = c
-        .publish(
-            "acme",
-            Some(&token),
-            &second.bytes,
-            &signed_role(&c, &second, &[&key]).await,
-        )
-        .await;
+    let (status, body) = c.publish_signed(&token, &second, &[&key]).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["role_version"], 2);
 
@@ -304,14 +153,7 @@ impl Refusals {
             url: server.url.clone(),
         };
         let first = definition("gateway", "edge-gateway", "1.0.0");
-        let (status, _) = c
-            .publish(
-                "acme",
-                Some(&token),
-                &first.bytes,
-                &signed_role(&c, &first, &[&key]).await,
-            )
-            .await;
+        let (status, _) = c.publish_signed(&token, &first, &[&key]).await;
         assert_eq!(status, 201);
         let v1 = c.role("acme").await.unwrap();
         Refusals {
@@ -781,14 +623,7 @@ async fn yank_hides_a_version_but_keeps_its_bytes() {
     let old = definition("gateway", "edge-gateway", "1.0.0");
     let new = definition("gateway", "edge-gateway", "1.1.0");
     for def in [&old, &new] {
-        let (status, body) = c
-            .publish(
-                "acme",
-                Some(&token),
-                &def.bytes,
-                &signed_role(&c, def, &[&key]).await,
-            )
-            .await;
+        let (status, body) = c.publish_signed(&token, def, &[&key]).await;
         assert_eq!(status, 201, "{body}");
     }
     let key_file = dir.path().join("acme.pem");

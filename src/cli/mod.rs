@@ -5,6 +5,7 @@ mod keys;
 mod publish;
 mod publisher;
 mod repo;
+mod resign;
 mod serve;
 mod validate;
 mod yank;
@@ -41,6 +42,9 @@ enum Command {
     /// Yank a published version: it stays downloadable by hash but leaves listings and
     /// is never offered as an upgrade.
     Yank(yank::YankArgs),
+    /// Re-sign the publisher's current targets as the next role version: renews its
+    /// expiry, and moves it onto new keys after `publisher rotate-key`.
+    Resign(resign::ResignArgs),
 }
 
 pub fn run() -> ExitCode {
@@ -53,6 +57,7 @@ pub fn run() -> ExitCode {
         Command::Publisher(args) => report(publisher::run(args)),
         Command::Publish(args) => report(publish::run(args)),
         Command::Yank(args) => report(yank::run(args)),
+        Command::Resign(args) => report(resign::run(args)),
     }
 }
 

@@ -8,10 +8,10 @@ use clap::Args;
 use tough::schema::{Signed, Targets};
 
 use crate::definition::Definition;
-use crate::trust::SigningKey;
 use crate::trust::publish::{build_role, delegations_for};
+use crate::trust::{PublicKey, SigningKey};
 
-pub(super) const ATTEMPTS: usize = 3;
+const ATTEMPTS: usize = 3;
 
 #[derive(Debug, Args)]
 pub struct PublishArgs {
@@ -81,37 +81,62 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
     let key_refs: Vec<&SigningKey> = keys.iter().collect();
     let base = a.publisher.base();
 
-    let who: serde_json::Value = checked(
-        http.get(format!("{base}/api/v1/publishers/me"))
-            .bearer_auth(&a.publisher.token)
-            .send()
-            .await?,
+    let publisher = whoami(&http, base, &a.publisher.token).await?;
+
+    let trusted = publics(&keys);
+    let done = sign_and_post(
+        &a.publisher,
+        &http,
+        &publisher,
+        &trusted,
+        "definitions",
+        async |current| {
+            let role = build_role(
+                &publisher,
+                current.as_ref(),
+                &def,
+                &key_refs,
+                keys.len() as u64,
+                a.publisher.expires,
+                crate::clock::now(),
+            )
+            .await?;
+            Ok(serde_json::json!({
+                "definition": String::from_utf8(bytes.clone()).context("the definition is not UTF-8")?,
+                "role": String::from_utf8(role).expect("signed JSON is UTF-8"),
+            }))
+        },
     )
     .await?;
-    let publisher = who["publisher"]
-        .as_str()
-        .context("the server did not say which publisher the token belongs to")?
-        .to_owned();
+    println!(
+        "published {publisher}/{} {} ({}) as role version {}",
+        def.name(),
+        def.version_text(),
+        def.hash,
+        done["role_version"]
+    );
+    Ok(())
+}
 
+/// Fetches the publisher's current role (trusted only with a signature by `trusted`),
+/// lets `sign` turn it into the request body, and POSTs that to
+/// `/api/v1/publishers/P/{path}`. On 409 (another update landed first) it signs again on
+/// fresh metadata, up to [`ATTEMPTS`] times. Returns the server's JSON answer.
+pub(super) async fn sign_and_post(
+    opts: &PublisherOptions,
+    http: &reqwest::Client,
+    publisher: &str,
+    trusted: &[PublicKey],
+    path: &str,
+    mut sign: impl AsyncFnMut(Option<Signed<Targets>>) -> anyhow::Result<serde_json::Value>,
+) -> anyhow::Result<serde_json::Value> {
+    let base = opts.base();
     for attempt in 1..=ATTEMPTS {
-        let current = current_role(&http, base, &publisher, &keys).await?;
-        let role = build_role(
-            &publisher,
-            current.as_ref(),
-            &def,
-            &key_refs,
-            keys.len() as u64,
-            a.publisher.expires,
-            crate::clock::now(),
-        )
-        .await?;
-        let body = serde_json::json!({
-            "definition": String::from_utf8(bytes.clone()).context("the definition is not UTF-8")?,
-            "role": String::from_utf8(role).expect("signed JSON is UTF-8"),
-        });
+        let current = current_role(http, base, publisher, trusted).await?;
+        let body = sign(current).await?;
         let resp = http
-            .post(format!("{base}/api/v1/publishers/{publisher}/definitions"))
-            .bearer_auth(&a.publisher.token)
+            .post(format!("{base}/api/v1/publishers/{publisher}/{path}"))
+            .bearer_auth(&opts.token)
             .json(&body)
             .send()
             .await?;
@@ -121,26 +146,18 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
             );
             continue;
         }
-        let done: serde_json::Value = checked(resp).await?;
-        println!(
-            "published {publisher}/{} {} ({}) as role version {}",
-            def.name(),
-            def.version_text(),
-            def.hash,
-            done["role_version"]
-        );
-        return Ok(());
+        return checked(resp).await;
     }
     unreachable!("the last attempt returns")
 }
 
-/// The publisher's current role, accepted only if it carries the publisher's own
-/// signature: a server must not be able to slip targets into what the publisher signs.
+/// The publisher's current role, accepted only if it carries a signature by one of
+/// `trusted` (the publisher's own keys): a server must not be able to slip targets into what the publisher signs.
 pub(super) async fn current_role(
     http: &reqwest::Client,
     base: &str,
     publisher: &str,
-    keys: &[SigningKey],
+    trusted: &[PublicKey],
 ) -> anyhow::Result<Option<Signed<Targets>>> {
     let resp = http
         .get(format!("{base}/api/v1/publishers/{publisher}/role"))
@@ -152,13 +169,39 @@ pub(super) async fn current_role(
     let resp = resp.error_for_status()?;
     let role: Signed<Targets> = serde_json::from_slice(&resp.bytes().await?)
         .context("the server's role metadata is not TUF targets metadata")?;
-    let publics: Vec<_> = keys.iter().map(SigningKey::public).collect();
-    delegations_for(publisher, &publics, 1)?
+    delegations_for(publisher, trusted, 1)?
         .verify_role(&role, publisher)
         .map_err(|e| {
-            anyhow::anyhow!("refusing to build on role metadata the publisher did not sign: {e}")
+            anyhow::anyhow!(
+                "refusing to build on role metadata the publisher did not sign: {e} \
+                 (after `marketplace publisher rotate-key`, move the role onto the new keys \
+                 with `marketplace resign --old-key OLD_PUBKEY` first)"
+            )
         })?;
     Ok(Some(role))
+}
+
+/// The publisher a token belongs to.
+pub(super) async fn whoami(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+) -> anyhow::Result<String> {
+    let who = checked(
+        http.get(format!("{base}/api/v1/publishers/me"))
+            .bearer_auth(token)
+            .send()
+            .await?,
+    )
+    .await?;
+    Ok(who["publisher"]
+        .as_str()
+        .context("the server did not say which publisher the token belongs to")?
+        .to_owned())
+}
+
+pub(super) fn publics(keys: &[SigningKey]) -> Vec<PublicKey> {
+    keys.iter().map(SigningKey::public).collect()
 }
 
 /// The JSON body of a successful response, or the server's error message.

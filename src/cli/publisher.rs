@@ -1,4 +1,4 @@
-//! `marketplace publisher add|list|new-token|revoke-token`
+//! `marketplace publisher add|list|rotate-key|new-token|revoke-token`
 
 use std::path::PathBuf;
 
@@ -31,19 +31,57 @@ enum PublisherCommand {
     /// the signed index with the publisher's first publish.
     Add {
         name: String,
-        /// Ed25519 public key: 64 hex digits or a .pub file; repeat for several.
-        #[arg(long = "key", value_name = "PUBKEY", required = true)]
-        keys: Vec<String>,
-        /// Signatures required on the publisher's metadata; defaults to 1.
-        #[arg(long, default_value_t = 1)]
-        threshold: u64,
+        #[command(flatten)]
+        keys: KeySet,
     },
     /// List publishers with their key ids, threshold and active tokens.
     List,
+    /// Replace a publisher's keys (a lost or compromised key, or routine rotation).
+    ///
+    /// Uploads signed by the old keys are refused at once. The signed index keeps
+    /// delegating to the old keys until the publisher re-signs its role with the new ones
+    /// (`marketplace resign --old-key OLD`), so clients never see a role that fails to
+    /// verify.
+    RotateKey {
+        name: String,
+        #[command(flatten)]
+        keys: KeySet,
+    },
     /// Issue an additional API token for a publisher (printed once).
     NewToken { name: String },
     /// Revoke every API token of a publisher.
     RevokeToken { name: String },
+}
+
+/// A publisher's public keys and how many of them must sign.
+#[derive(Debug, Args)]
+struct KeySet {
+    /// Ed25519 public key: 64 hex digits or a .pub file; repeat for several.
+    #[arg(long = "key", value_name = "PUBKEY", required = true)]
+    keys: Vec<String>,
+    /// Signatures required on the publisher's metadata; defaults to 1.
+    #[arg(long, default_value_t = 1)]
+    threshold: u64,
+}
+
+impl KeySet {
+    fn parse(&self) -> anyhow::Result<Vec<PublicKey>> {
+        let keys = self
+            .keys
+            .iter()
+            .map(|k| PublicKey::parse(k).with_context(|| format!("--key {k}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(keys)
+    }
+
+    /// `T of N key(s)` and one key id per line.
+    fn describe(&self, keys: &[PublicKey]) -> String {
+        let mut out = format!("{} of {} key(s)", self.threshold, keys.len());
+        for k in keys {
+            out.push_str(&format!("\n  key id {}", k.key_id()));
+        }
+        out
+    }
 }
 
 pub fn run(args: PublisherArgs) -> anyhow::Result<()> {
@@ -63,23 +101,10 @@ pub fn run(args: PublisherArgs) -> anyhow::Result<()> {
 async fn command(store: &Store, command: PublisherCommand) -> anyhow::Result<()> {
     let now = crate::clock::now();
     match command {
-        PublisherCommand::Add {
-            name,
-            keys,
-            threshold,
-        } => {
-            let keys = keys
-                .iter()
-                .map(|k| PublicKey::parse(k))
-                .collect::<Result<Vec<_>, _>>()?;
-            let token = publishers::add(store, &name, &keys, threshold, now).await?;
-            println!(
-                "publisher {name} added ({threshold} of {} key(s))",
-                keys.len()
-            );
-            for k in &keys {
-                println!("  key id {}", k.key_id());
-            }
+        PublisherCommand::Add { name, keys: set } => {
+            let keys = set.parse()?;
+            let token = publishers::add(store, &name, &keys, set.threshold, now).await?;
+            println!("publisher {name} added: {}", set.describe(&keys));
             println!("API token (shown once; the server keeps only its hash):");
             println!("{token}");
         }
@@ -88,6 +113,10 @@ async fn command(store: &Store, command: PublisherCommand) -> anyhow::Result<()>
             if list.is_empty() {
                 println!("no publishers");
             }
+            let state = crate::trust::state::current(store).await?;
+            let delegations = state
+                .as_ref()
+                .and_then(|s| s.targets.signed.signed.delegations.as_ref());
             for p in list {
                 let ids: Vec<String> = p
                     .public_keys
@@ -98,13 +127,43 @@ async fn command(store: &Store, command: PublisherCommand) -> anyhow::Result<()>
                             .unwrap_or_else(|_| "<invalid key>".into())
                     })
                     .collect();
+                let index =
+                    match delegations.and_then(|d| d.roles.iter().find(|r| r.name == p.name)) {
+                        None => "not yet in the index".to_owned(),
+                        Some(r) => {
+                            let mut signed: Vec<String> =
+                                r.keyids.iter().map(|k| hex::encode(k.as_ref())).collect();
+                            let mut registered = ids.clone();
+                            signed.sort();
+                            registered.sort();
+                            if signed == registered && r.threshold.get() == p.threshold {
+                                "index up to date".to_owned()
+                            } else {
+                                "index names old keys until the publisher re-signs".to_owned()
+                            }
+                        }
+                    };
                 println!(
-                    "{}\tthreshold {}\ttokens {}\tkeys {}",
+                    "{}\tthreshold {}\ttokens {}\tkeys {}\t{index}",
                     p.name,
                     p.threshold,
                     p.active_tokens,
                     ids.join(",")
                 );
+            }
+        }
+        PublisherCommand::RotateKey { name, keys: set } => {
+            let keys = set.parse()?;
+            let delegated = publishers::rotate(store, &name, &keys, set.threshold).await?;
+            println!("publisher {name} now signs with {}", set.describe(&keys));
+            if delegated {
+                println!(
+                    "uploads signed by the old keys are refused from now on; the signed index \
+                     names the new keys once {name} runs `marketplace resign --key NEW_KEY \
+                     --old-key OLD_PUBKEY`"
+                );
+            } else {
+                println!("{name} has published nothing yet; its first publish uses the new keys");
             }
         }
         PublisherCommand::NewToken { name } => {

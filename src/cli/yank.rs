@@ -3,7 +3,7 @@
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::publish::{ATTEMPTS, PublisherOptions, checked, current_role};
+use super::publish::{PublisherOptions, publics, sign_and_post};
 use crate::definition::parse_version;
 use crate::trust::SigningKey;
 use crate::trust::publish::build_yank;
@@ -35,38 +35,32 @@ async fn yank(a: YankArgs) -> anyhow::Result<()> {
     let target = format!("{publisher}/{name}/{version}.yaml");
     let (keys, http) = a.publisher.connect()?;
     let key_refs: Vec<&SigningKey> = keys.iter().collect();
-    let base = a.publisher.base();
-
-    for attempt in 1..=ATTEMPTS {
-        let Some(current) = current_role(&http, base, publisher, &keys).await? else {
-            bail!("{publisher} has published nothing");
-        };
-        let role = build_yank(
-            publisher,
-            &current,
-            std::slice::from_ref(&target),
-            &key_refs,
-            keys.len() as u64,
-            a.publisher.expires,
-            crate::clock::now(),
-        )
-        .await
-        .with_context(|| format!("{target} is not in {publisher}'s published metadata"))?;
-        let resp = http
-            .post(format!("{base}/api/v1/publishers/{publisher}/yank"))
-            .bearer_auth(&a.publisher.token)
-            .json(&serde_json::json!({ "role": String::from_utf8(role).expect("signed JSON is UTF-8") }))
-            .send()
-            .await?;
-        if resp.status() == reqwest::StatusCode::CONFLICT && attempt < ATTEMPTS {
-            eprintln!(
-                "the index changed while signing (attempt {attempt}); signing again on fresh metadata"
-            );
-            continue;
-        }
-        let done = checked(resp).await?;
-        println!("yanked {target} (role version {})", done["role_version"]);
-        return Ok(());
-    }
-    unreachable!("the last attempt returns")
+    let trusted = publics(&keys);
+    let done = sign_and_post(
+        &a.publisher,
+        &http,
+        publisher,
+        &trusted,
+        "yank",
+        async |current| {
+            let Some(current) = current else {
+                bail!("{publisher} has published nothing");
+            };
+            let role = build_yank(
+                publisher,
+                &current,
+                std::slice::from_ref(&target),
+                &key_refs,
+                keys.len() as u64,
+                a.publisher.expires,
+                crate::clock::now(),
+            )
+            .await
+            .with_context(|| format!("{target} is not in {publisher}'s published metadata"))?;
+            Ok(serde_json::json!({ "role": String::from_utf8(role).expect("signed JSON is UTF-8") }))
+        },
+    )
+    .await?;
+    println!("yanked {target} (role version {})", done["role_version"]);
+    Ok(())
 }

@@ -79,6 +79,29 @@ impl Store {
         Ok(())
     }
 
+    /// Replaces the keys and threshold of a registered publisher (key rotation). Uploads
+    /// are checked against these from now on; the signed delegation follows when the
+    /// publisher re-signs its role with them.
+    pub async fn replace_publisher_keys(
+        &self,
+        name: &str,
+        public_keys: &[String],
+        threshold: u64,
+    ) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE publishers SET public_keys = ?, threshold = ? WHERE name = ? AND public_keys <> ''",
+        )
+        .bind(public_keys.join(" "))
+        .bind(i64::try_from(threshold).unwrap_or(i64::MAX))
+        .bind(name)
+        .execute(self.pool())
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NoSuchPublisher(name.to_owned()));
+        }
+        Ok(())
+    }
+
     /// Issues another token for an existing publisher.
     pub async fn add_token(
         &self,

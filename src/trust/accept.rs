@@ -6,7 +6,7 @@ use tough::schema::{Delegations, KeyHolder, Signed, Snapshot, Targets, Timestamp
 use super::metadata::{
     SPEC_VERSION, expiry, metafile, publisher_delegation, sign, stored, version,
 };
-use super::publish::{PublishError, delegations_for, verify_upload, verify_yank};
+use super::publish::{PublishError, delegations_for, verify_resign, verify_upload, verify_yank};
 use super::state::{OnlineKeys, State};
 use super::{PublicKey, TrustError};
 use crate::definition::Definition;
@@ -31,7 +31,7 @@ pub enum AcceptError {
     NotInitialized,
     #[error("no publisher `{0}` is registered")]
     UnknownPublisher(String),
-    #[error("publisher `{0}` has published nothing to yank")]
+    #[error("publisher `{0}` has published nothing yet")]
     NothingPublished(String),
     #[error(transparent)]
     Invalid(#[from] crate::definition::InvalidDefinition),
@@ -123,30 +123,36 @@ async fn signed_files(
     }];
     let mut snapshot_meta = state.snapshot.signed.signed.meta.clone();
     snapshot_meta.insert(format!("{name}.json"), metafile(role_version, role_bytes));
-    let delegated = state
-        .targets
-        .signed
-        .signed
-        .delegations
-        .as_ref()
-        .is_some_and(|d| d.roles.iter().any(|r| &r.name == name));
-    if !delegated {
-        // First publish: the delegation enters targets together with the role it names.
+    let wanted = publisher_delegation(name, &publisher.publics, publisher.threshold)?;
+    let current = state.targets.signed.signed.delegations.as_ref();
+    let matches = current
+        .and_then(|d| d.roles.iter().find(|r| &r.name == name))
+        .is_some_and(|r| r.keyids == wanted.keyids && r.threshold == wanted.threshold);
+    if !matches {
+        // The delegation enters targets together with the role it names (first publish),
+        // or moves to the keys `publisher rotate-key` registered, together with the role
+        // re-signed by them: clients never see a role its delegation does not verify.
         let n = state.targets.stored.version + 1;
         let expires = expiry(now, state.targets.lifetime());
         let mut targets = state.targets.signed.signed.clone();
         targets.version = version(n);
         targets.expires = expires;
         let d = targets.delegations.get_or_insert_with(Delegations::new);
+        match d.roles.iter_mut().find(|r| &r.name == name) {
+            Some(r) => *r = wanted,
+            None => d.roles.push(wanted),
+        }
         for k in &publisher.publics {
             d.keys
                 .insert(k.tuf_key().key_id().expect("key id"), k.tuf_key());
         }
-        d.roles.push(publisher_delegation(
-            name,
-            &publisher.publics,
-            publisher.threshold,
-        )?);
+        // A rotated-out key no role names any more leaves the metadata.
+        let used: std::collections::HashSet<_> = d
+            .roles
+            .iter()
+            .flat_map(|r| r.keyids.iter().cloned())
+            .collect();
+        d.keys.retain(|id, _| used.contains(id));
         let signed = sign(targets, &holder, &[&keys.targets]).await?;
         snapshot_meta.insert("targets.json".into(), metafile(n, signed.buffer()));
         files.push(stored("targets", n, now, expires, &signed));
@@ -231,11 +237,23 @@ pub async fn accept(
     })
 }
 
-/// Yanks what the publisher's signed `role_bytes` newly marks yanked.
-pub async fn accept_yank(
+/// A signed role update that adds no definition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoleUpdate {
+    /// Marks targets yanked; they leave listings but stay downloadable by hash.
+    Yank,
+    /// The same targets re-signed: renews expiry, or moves the role onto keys
+    /// `publisher rotate-key` registered.
+    Resign,
+}
+
+/// Stores a role update the publisher signed, with new snapshot and timestamp (and
+/// targets when the delegation's keys change).
+pub async fn accept_update(
     store: &Store,
     keys: &OnlineKeys,
     publisher: &str,
+    kind: RoleUpdate,
     role_bytes: &[u8],
     now: i64,
 ) -> Result<Published, AcceptError> {
@@ -246,25 +264,30 @@ pub async fn accept_yank(
     let (_, current) = current_role(store, &state.snapshot.signed.signed, publisher)
         .await?
         .ok_or_else(|| AcceptError::NothingPublished(publisher.into()))?;
-    let (role, yanked) = verify_yank(publisher, &who.delegations, &current, role_bytes, now)?;
+    let (role, yanked) = match kind {
+        RoleUpdate::Yank => verify_yank(publisher, &who.delegations, &current, role_bytes, now)?,
+        RoleUpdate::Resign => (
+            verify_resign(publisher, &who.delegations, &current, role_bytes, now)?,
+            Vec::new(),
+        ),
+    };
     let (files, snapshot_version) =
         signed_files(keys, &state, &who, &role, role_bytes, now).await?;
-    let hashes: Vec<String> = yanked
-        .iter()
-        .map(|n| {
-            format!(
-                "sha256:{}",
-                hex::encode(
-                    role.signed.targets
-                        [&tough::TargetName::new(n.as_str()).expect("verified name")]
-                        .hashes
-                        .sha256
-                        .as_ref()
-                )
-            )
-        })
-        .collect();
-    store.yank(publisher, &hashes, &files, now).await?;
+    if yanked.is_empty() {
+        // A re-sign: versions keep the signer recorded when they were published; only
+        // the metadata that vouches for them changes.
+        store.put_metadata(&files).await?;
+    } else {
+        let hashes: Vec<String> = yanked
+            .iter()
+            .map(|n| {
+                let t =
+                    &role.signed.targets[&tough::TargetName::new(n.as_str()).expect("verified")];
+                format!("sha256:{}", hex::encode(t.hashes.sha256.as_ref()))
+            })
+            .collect();
+        store.yank(publisher, &hashes, &files, now).await?;
+    }
     Ok(Published {
         publisher: publisher.into(),
         changed: yanked,

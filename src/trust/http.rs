@@ -7,6 +7,7 @@
 //! - `POST /api/v1/publishers/P/definitions` — publish (bearer token of publisher P);
 //! - `POST /api/v1/publishers/P/yank` — yank (bearer token of publisher P);
 //! - `GET /api/v1/publishers/P/role` — P's current role metadata, to sign the next one;
+//! - `POST /api/v1/publishers/P/role` — the same targets re-signed (renewal, new keys);
 //! - `GET /api/v1/publishers/me` — which publisher a bearer token belongs to;
 //! - `/tuf/targets/PUBLISHER/NAME/HASH.VERSION.yaml` — immutable definition bytes (also
 //!   as `HASH.PUBLISHER/NAME/VERSION.yaml`, the layout tough's client requests).
@@ -16,6 +17,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
+use super::accept::RoleUpdate;
 use crate::AppState;
 use crate::http::{HttpError, client_has};
 use crate::store::StoredMetadata;
@@ -29,7 +31,10 @@ pub fn router() -> axum::Router<AppState> {
         .route("/tuf/metadata/{file}", get(metadata))
         .route("/tuf/targets/{publisher}/{name}/{file}", get(target))
         .route("/api/v1/publishers/me", get(whoami))
-        .route("/api/v1/publishers/{publisher}/role", get(current_role))
+        .route(
+            "/api/v1/publishers/{publisher}/role",
+            get(current_role).post(resign),
+        )
         .route("/api/v1/publishers/{publisher}/definitions", post(publish))
         .route("/api/v1/publishers/{publisher}/yank", post(yank))
 }
@@ -236,19 +241,22 @@ async fn authorize(
 
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct YankRequest {
-    /// The publisher's signed role marking targets yanked (JSON text), exactly as signed.
+struct RoleRequest {
+    /// The publisher's signed role (JSON text), exactly as signed.
     role: String,
 }
 
-async fn yank(
-    State(state): State<AppState>,
-    Path(publisher): Path<String>,
+/// A yank or re-sign: the publisher's signed role, checked and stored with new
+/// snapshot and timestamp.
+async fn role_update(
+    state: AppState,
+    publisher: String,
     headers: HeaderMap,
     body: axum::body::Bytes,
+    kind: RoleUpdate,
 ) -> Result<axum::Json<super::accept::Published>, HttpError> {
     authorize(&state, &headers, &publisher).await?;
-    let request: YankRequest = serde_json::from_slice(&body).map_err(|e| {
+    let request: RoleRequest = serde_json::from_slice(&body).map_err(|e| {
         HttpError::new(
             StatusCode::BAD_REQUEST,
             "bad_request",
@@ -257,16 +265,42 @@ async fn yank(
     })?;
     let signer = state.signer.as_ref().ok_or_else(not_initialized)?;
     let _guard = signer.lock.lock().await;
-    let yanked = super::accept::accept_yank(
+    let done = super::accept::accept_update(
         &state.store,
         &signer.keys,
         &publisher,
+        kind,
         request.role.as_bytes(),
         crate::clock::now(),
     )
     .await?;
-    tracing::info!(publisher = %yanked.publisher, yanked = ?yanked.changed, "yanked");
-    Ok(axum::Json(yanked))
+    tracing::info!(
+        publisher = %done.publisher,
+        update = ?kind,
+        yanked = ?done.changed,
+        role_version = done.role_version,
+        "role updated"
+    );
+    Ok(axum::Json(done))
+}
+
+async fn yank(
+    State(state): State<AppState>,
+    Path(publisher): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<axum::Json<super::accept::Published>, HttpError> {
+    role_update(state, publisher, headers, body, RoleUpdate::Yank).await
+}
+
+/// The same targets re-signed: next version, the registered keys' signatures.
+async fn resign(
+    State(state): State<AppState>,
+    Path(publisher): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<axum::Json<super::accept::Published>, HttpError> {
+    role_update(state, publisher, headers, body, RoleUpdate::Resign).await
 }
 
 /// The publisher a bearer token belongs to, so tools need only the token.

@@ -204,6 +204,44 @@ pub async fn build_yank(
     sign_role(publisher, role, keys, threshold).await
 }
 
+/// Publisher side: the next role version with the same targets, signed with `keys`.
+/// Renews the role's expiry, and after `marketplace publisher rotate-key` moves the role
+/// onto the publisher's new keys.
+pub async fn build_resign(
+    publisher: &str,
+    current: &Signed<Targets>,
+    keys: &[&SigningKey],
+    threshold: u64,
+    lifetime: std::time::Duration,
+    now: i64,
+) -> Result<Vec<u8>, TrustError> {
+    build_yank(publisher, current, &[], keys, threshold, lifetime, now).await
+}
+
+/// Server side of a re-sign: the next version, signed by the registered keys, with
+/// exactly the current targets.
+pub fn verify_resign(
+    publisher: &str,
+    delegations: &Delegations,
+    current: &Signed<Targets>,
+    uploaded: &[u8],
+    now: i64,
+) -> Result<Signed<Targets>, PublishError> {
+    let role = verify_common(publisher, delegations, Some(current), uploaded, now)?;
+    for (name, old) in &current.signed.targets {
+        if role.signed.targets.get(name) != Some(old) {
+            return Err(PublishError::Immutable(name.raw().into()));
+        }
+    }
+    if role.signed.targets.len() != current.signed.targets.len() {
+        return Err(PublishError::WrongTargets {
+            expected: "the same targets as now".into(),
+            found: "a re-sign adds targets (publish them instead)".into(),
+        });
+    }
+    Ok(role)
+}
+
 fn is_yanked(t: &tough::schema::Target) -> bool {
     t.custom
         .get("yanked")

@@ -58,6 +58,44 @@ pub async fn add(
     now: i64,
 ) -> Result<String, TrustError> {
     check_name(name)?;
+    let hexes = key_set(keys, threshold)?;
+    let token = new_token();
+    store
+        .add_publisher(name, &hexes, threshold, &token_hash(&token), now)
+        .await?;
+    Ok(token)
+}
+
+/// Replaces a publisher's keys. Returns whether the publisher has a signed delegation
+/// already: then it keeps naming the old keys until the publisher re-signs its role with
+/// the new ones (`marketplace resign`), so clients never see a role that fails to verify.
+/// Uploads signed by the old keys are refused from now on.
+pub async fn rotate(
+    store: &Store,
+    name: &str,
+    keys: &[PublicKey],
+    threshold: u64,
+) -> Result<bool, TrustError> {
+    check_name(name)?;
+    let hexes = key_set(keys, threshold)?;
+    store
+        .replace_publisher_keys(name, &hexes, threshold)
+        .await?;
+    let delegated = match super::state::current(store).await? {
+        Some(state) => state
+            .targets
+            .signed
+            .signed
+            .delegations
+            .as_ref()
+            .is_some_and(|d| d.roles.iter().any(|r| r.name == name)),
+        None => false,
+    };
+    Ok(delegated)
+}
+
+/// Distinct hex keys, with a threshold they can meet.
+fn key_set(keys: &[PublicKey], threshold: u64) -> Result<Vec<String>, TrustError> {
     let mut hexes: Vec<String> = keys.iter().map(PublicKey::hex).collect();
     hexes.sort();
     hexes.dedup();
@@ -67,11 +105,7 @@ pub async fn add(
             keys: hexes.len() as u64,
         });
     }
-    let token = new_token();
-    store
-        .add_publisher(name, &hexes, threshold, &token_hash(&token), now)
-        .await?;
-    Ok(token)
+    Ok(hexes)
 }
 
 #[cfg(test)]

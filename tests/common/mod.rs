@@ -14,6 +14,8 @@ use marketplace::store::Store;
 use marketplace::{AppState, app};
 use tower::ServiceExt;
 
+pub mod publishing;
+
 pub const NOW: i64 = 1_790_000_000;
 
 /// An app over a fresh in-memory store holding the built-in catalog.

@@ -1,0 +1,164 @@
+//! Helpers for tests that publish: a repository with publishers, definitions to
+//! publish, and an HTTP client for the publish API.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use marketplace::definition::Definition;
+use marketplace::trust::SigningKey;
+use marketplace::trust::publish::build_role;
+use tough::schema::{Signed, Targets};
+
+use super::builtin_yaml;
+
+pub const YEAR: std::time::Duration = std::time::Duration::from_secs(365 * 86_400);
+
+pub fn marketplace(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_marketplace"))
+        .args(args)
+        .output()
+        .expect("binary runs")
+}
+
+/// A repo with publisher `acme` (one key) and `beta`; returns data dir, acme key, tokens.
+pub fn setup(dir: &Path) -> (PathBuf, SigningKey, String, String) {
+    let data = dir.join("data");
+    let root = dir.join("root.pem");
+    SigningKey::generate().unwrap().save_new(&root).unwrap();
+    let d = data.to_str().unwrap();
+    assert!(
+        marketplace(&[
+            "repo",
+            "init",
+            "--data-dir",
+            d,
+            "--root-key",
+            root.to_str().unwrap()
+        ])
+        .status
+        .success()
+    );
+    let acme = SigningKey::generate().unwrap();
+    let token = |name: &str, key: &SigningKey| {
+        let out = marketplace(&[
+            "publisher",
+            "add",
+            name,
+            "--key",
+            &key.public().hex(),
+            "--data-dir",
+            d,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap()
+            .trim()
+            .to_owned()
+    };
+    let acme_token = token("acme", &acme);
+    let beta_token = token("beta", &SigningKey::generate().unwrap());
+    (data, acme, acme_token, beta_token)
+}
+
+/// A built-in definition renamed and re-versioned: new bytes for `acme` to publish.
+pub fn definition(from: &str, name: &str, version: &str) -> Definition {
+    let yaml = builtin_yaml(from);
+    let mut out = String::new();
+    let (mut named, mut versioned) = (false, false);
+    for line in yaml.lines() {
+        let t = line.trim_start();
+        if !named && t.starts_with("name:") {
+            out.push_str(&format!("  name: {name}\n"));
+            named = true;
+        } else if !versioned && t.starts_with("version:") {
+            out.push_str(&format!("  version: {version}\n"));
+            versioned = true;
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    Definition::parse(out.as_bytes()).expect("still valid")
+}
+
+pub struct Client {
+    pub http: reqwest::Client,
+    pub url: String,
+}
+
+impl Client {
+    pub async fn role(&self, publisher: &str) -> Option<Signed<Targets>> {
+        let r = self
+            .http
+            .get(format!("{}/api/v1/publishers/{publisher}/role", self.url))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == 404 {
+            return None;
+        }
+        assert_eq!(r.status(), 200);
+        Some(serde_json::from_slice(&r.bytes().await.unwrap()).unwrap())
+    }
+
+    pub async fn publish(
+        &self,
+        publisher: &str,
+        token: Option<&str>,
+        def: &[u8],
+        role: &[u8],
+    ) -> (u16, serde_json::Value) {
+        let body = serde_json::json!({
+            "definition": String::from_utf8(def.to_vec()).unwrap(),
+            "role": String::from_utf8(role.to_vec()).unwrap(),
+        });
+        let mut req = self
+            .http
+            .post(format!(
+                "{}/api/v1/publishers/{publisher}/definitions",
+                self.url
+            ))
+            .json(&body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(serde_json::Value::Null))
+    }
+}
+
+impl Client {
+    /// Publishes `def` as acme with a role signed by `keys` on acme's current metadata.
+    pub async fn publish_signed(
+        &self,
+        token: &str,
+        def: &Definition,
+        keys: &[&SigningKey],
+    ) -> (u16, serde_json::Value) {
+        let role = signed_role(self, def, keys).await;
+        self.publish("acme", Some(token), &def.bytes, &role).await
+    }
+}
+
+pub async fn signed_role(c: &Client, def: &Definition, keys: &[&SigningKey]) -> Vec<u8> {
+    let current = c.role("acme").await;
+    build_role(
+        "acme",
+        current.as_ref(),
+        def,
+        keys,
+        1,
+        YEAR,
+        marketplace::clock::now(),
+    )
+    .await
+    .unwrap()
+}
