@@ -9,7 +9,6 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
@@ -17,8 +16,13 @@ use tracing::Span;
 
 use crate::http::HttpError;
 
-/// The largest request body accepted anywhere: a definition plus envelope.
+/// The largest request body accepted, except on the publisher write routes.
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+/// Publisher write routes (`POST /api/v1/publishers/...`) carry the publisher's whole
+/// signed role, which grows with its targets (about 600 bytes each). The same cap as
+/// clients apply to metadata they download (`trust::client::MAX_RESPONSE_BYTES`); those
+/// handlers read the body only after checking the token.
+pub const MAX_PUBLISH_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// Total size of all request headers.
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -61,7 +65,7 @@ pub fn with_layers<S: Clone + Send + Sync + 'static>(router: axum::Router<S>) ->
             StatusCode::SERVICE_UNAVAILABLE,
             REQUEST_TIMEOUT,
         ))
-        .layer(RequestBodyLimitLayer::new(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(limit_body))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(make_span)
@@ -102,6 +106,36 @@ async fn limit_headers(req: Request, next: Next) -> Response {
         .into_response();
     }
     next.run(req).await
+}
+
+/// Refuses a declared length over the route's limit before reading anything, and caps
+/// what is read of a body without one (chunked) at the same limit.
+async fn limit_body(req: Request, next: Next) -> Response {
+    let limit = if req.method() == axum::http::Method::POST
+        && req.uri().path().starts_with("/api/v1/publishers/")
+    {
+        MAX_PUBLISH_BODY_BYTES
+    } else {
+        MAX_BODY_BYTES
+    };
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large(limit).into_response();
+    }
+    next.run(req.map(|b| axum::body::Body::new(http_body_util::Limited::new(b, limit))))
+        .await
+}
+
+pub(crate) fn too_large(limit: usize) -> HttpError {
+    HttpError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        format!("the request body exceeds {limit} bytes"),
+    )
 }
 
 /// Serves until SIGINT or SIGTERM, then stops accepting and lets in-flight requests end.

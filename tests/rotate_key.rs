@@ -115,7 +115,10 @@ async fn a_rotated_key_takes_over_once_the_publisher_re_signs() {
     // Until the publisher re-signs, the index is unchanged and still verifies, and the
     // old key can no longer publish.
     let old_id = old_key.public().key_id();
-    assert_eq!(delegation(&server.url).await.0, std::slice::from_ref(&old_id));
+    assert_eq!(
+        delegation(&server.url).await.0,
+        std::slice::from_ref(&old_id)
+    );
     let report = python_tuf(&server.url, &root_path, &py_cache, &[first_name]);
     assert_eq!(
         report["targets"][first_name]["sha256"].as_str(),

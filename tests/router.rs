@@ -449,6 +449,24 @@ async fn oversized_bodies_are_refused_before_they_are_read() {
         .body(Body::from(body))
         .unwrap();
     assert_eq!(send(&s, req).await.status, StatusCode::PAYLOAD_TOO_LARGE);
+
+    // Publisher write routes take a whole signed role: a larger cap, and nothing is read
+    // before the token is checked.
+    let big = vec![b'a'; marketplace::server::MAX_BODY_BYTES * 2];
+    let req = Request::post("/api/v1/publishers/acme/definitions")
+        .header(header::CONTENT_LENGTH, big.len())
+        .header(header::AUTHORIZATION, "Bearer mkt_unknown")
+        .body(Body::from(big))
+        .unwrap();
+    assert_eq!(send(&s, req).await.status, StatusCode::UNAUTHORIZED);
+    let huge = vec![b'a'; marketplace::server::MAX_PUBLISH_BODY_BYTES + 1];
+    let req = Request::post("/api/v1/publishers/acme/definitions")
+        .header(header::CONTENT_LENGTH, huge.len())
+        .body(Body::from(huge))
+        .unwrap();
+    let r = send(&s, req).await;
+    assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(r.json()["error"]["code"], "payload_too_large");
 }
 
 #[tokio::test]

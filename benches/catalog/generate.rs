@@ -413,7 +413,7 @@ pub(crate) fn unix_now() -> i64 {
 }
 
 /// SplitMix64: deterministic, dependency-free.
-pub(crate) struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     pub(crate) fn next(&mut self) -> u64 {

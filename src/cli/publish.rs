@@ -1,4 +1,4 @@
-//! `marketplace publish FILE --server URL --key KEY`
+//! `marketplace publish FILE... --server URL --key KEY`
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -8,15 +8,17 @@ use clap::Args;
 use tough::schema::{Signed, Targets};
 
 use crate::definition::Definition;
-use crate::trust::publish::{build_role, delegations_for};
+use crate::trust::publish::{build_role_adding, delegations_for};
 use crate::trust::{PublicKey, SigningKey};
 
 const ATTEMPTS: usize = 3;
 
 #[derive(Debug, Args)]
 pub struct PublishArgs {
-    /// The definition file to publish.
-    file: PathBuf,
+    /// The definition file(s) to publish; several are published as one role version
+    /// (all or none).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
     #[command(flatten)]
     publisher: PublisherOptions,
 }
@@ -64,24 +66,33 @@ pub fn run(args: PublishArgs) -> anyhow::Result<()> {
 }
 
 async fn publish(a: PublishArgs) -> anyhow::Result<()> {
-    let bytes = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
-    let def = Definition::parse(&bytes).map_err(|e| {
-        let lines: Vec<String> = e
-            .problems
-            .iter()
-            .map(|p| format!("{}:{p}", a.file.display()))
-            .collect();
-        anyhow::anyhow!(
-            "{} is not a valid definition:\n{}",
-            a.file.display(),
-            lines.join("\n")
-        )
-    })?;
+    let mut defs = Vec::new();
+    let mut problems = Vec::new();
+    for file in &a.files {
+        let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        match Definition::parse(&bytes) {
+            Ok(def) => defs.push(def),
+            Err(e) => problems.extend(e.problems.iter().map(|p| format!("{}:{p}", file.display()))),
+        }
+    }
+    if !problems.is_empty() {
+        bail!(
+            "not publishing: invalid definition(s):\n{}",
+            problems.join("\n")
+        );
+    }
+    let texts = defs
+        .iter()
+        .zip(&a.files)
+        .map(|(d, f)| {
+            String::from_utf8(d.bytes.clone())
+                .with_context(|| format!("{} is not UTF-8", f.display()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let (keys, http) = a.publisher.connect()?;
     let key_refs: Vec<&SigningKey> = keys.iter().collect();
-    let base = a.publisher.base();
-
-    let publisher = whoami(&http, base, &a.publisher.token).await?;
+    let publisher = whoami(&http, a.publisher.base(), &a.publisher.token).await?;
+    let adding: Vec<(&Definition, bool)> = defs.iter().map(|d| (d, false)).collect();
 
     let trusted = publics(&keys);
     let done = sign_and_post(
@@ -91,30 +102,33 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
         &trusted,
         "definitions",
         async |current| {
-            let role = build_role(
+            let role = build_role_adding(
                 &publisher,
                 current.as_ref(),
-                &def,
+                &adding,
                 &key_refs,
                 keys.len() as u64,
                 a.publisher.expires,
                 crate::clock::now(),
             )
             .await?;
-            Ok(serde_json::json!({
-                "definition": String::from_utf8(bytes.clone()).context("the definition is not UTF-8")?,
-                "role": String::from_utf8(role).expect("signed JSON is UTF-8"),
-            }))
+            let role = String::from_utf8(role).expect("signed JSON is UTF-8");
+            Ok(match &texts[..] {
+                [one] => serde_json::json!({ "definition": one, "role": role }),
+                many => serde_json::json!({ "definitions": many, "role": role }),
+            })
         },
     )
     .await?;
-    println!(
-        "published {publisher}/{} {} ({}) as role version {}",
-        def.name(),
-        def.version_text(),
-        def.hash,
-        done["role_version"]
-    );
+    for def in &defs {
+        println!(
+            "published {publisher}/{} {} ({}) as role version {}",
+            def.name(),
+            def.version_text(),
+            def.hash,
+            done["role_version"]
+        );
+    }
     Ok(())
 }
 

@@ -58,32 +58,34 @@ impl Store {
         Ok(())
     }
 
-    /// Stores a published definition together with the signed metadata that publishes
-    /// it, in one transaction: both or neither. A metadata version that already exists
+    /// Stores published definitions together with the signed metadata that publishes
+    /// them, in one transaction: all or nothing. A metadata version that already exists
     /// (a concurrent publish won) or a changed definition fails the whole commit.
     pub async fn publish(
         &self,
         publisher: &str,
-        def: &Definition,
+        defs: &[Definition],
         signer_key_ids: &[String],
         files: &[StoredMetadata],
         now: i64,
-    ) -> Result<Inserted, StoreError> {
+    ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        let inserted = insert_version_in(&mut tx, publisher, def, now).await?;
-        sqlx::query(
-            "UPDATE plugin_versions SET signer_key_ids = ? WHERE hash = ? AND plugin_id IN
-             (SELECT p.id FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.name = ?)",
-        )
-        .bind(signer_key_ids.join(" "))
-        .bind(&def.hash)
-        .bind(publisher)
-        .execute(&mut *tx)
-        .await?;
+        for def in defs {
+            insert_version_in(&mut tx, publisher, def, now).await?;
+            sqlx::query(
+                "UPDATE plugin_versions SET signer_key_ids = ? WHERE hash = ? AND plugin_id IN
+                 (SELECT p.id FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.name = ?)",
+            )
+            .bind(signer_key_ids.join(" "))
+            .bind(&def.hash)
+            .bind(publisher)
+            .execute(&mut *tx)
+            .await?;
+        }
         tuf::put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
         *self.facets.lock().expect("facets lock") = None;
-        Ok(inserted)
+        Ok(())
     }
 }
 

@@ -35,6 +35,8 @@ pub enum AcceptError {
     NothingPublished(String),
     #[error(transparent)]
     Invalid(#[from] crate::definition::InvalidDefinition),
+    #[error("definition #{0} of the batch: {1}")]
+    InvalidInBatch(usize, crate::definition::InvalidDefinition),
     #[error(transparent)]
     Refused(#[from] PublishError),
     #[error("another publish changed the index first; fetch the current metadata and sign again")]
@@ -195,16 +197,33 @@ async fn signed_files(
     Ok((files, snapshot_version))
 }
 
-/// Publishes `definition` with the publisher's signed `role_bytes`.
+/// Publishes `definitions` (one, or a batch) with the publisher's signed `role_bytes`,
+/// which must add exactly those as targets.
 pub async fn accept(
     store: &Store,
     keys: &OnlineKeys,
     publisher: &str,
-    definition: &[u8],
+    definitions: &[&[u8]],
     role_bytes: &[u8],
     now: i64,
 ) -> Result<Published, AcceptError> {
-    let def = Definition::parse(definition)?;
+    let defs = definitions
+        .iter()
+        .enumerate()
+        .map(|(i, bytes)| {
+            Definition::parse(bytes).map_err(|e| match definitions.len() {
+                1 => AcceptError::Invalid(e),
+                _ => AcceptError::InvalidInBatch(i + 1, e),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if defs.is_empty() {
+        return Err(PublishError::WrongTargets {
+            expected: "at least one definition".into(),
+            found: "the upload has none".into(),
+        }
+        .into());
+    }
     let who = publisher_keys(store, publisher).await?;
     let state = super::state::current(store)
         .await?
@@ -215,7 +234,7 @@ pub async fn accept(
         &who.delegations,
         current.as_ref().map(|(_, s)| s),
         role_bytes,
-        &def,
+        &defs,
         now,
     )?;
     let (files, snapshot_version) =
@@ -226,12 +245,15 @@ pub async fn accept(
         .map(|s| hex::encode(s.keyid.as_ref()))
         .collect();
     store
-        .publish(publisher, &def, &signer_ids, &files, now)
+        .publish(publisher, &defs, &signer_ids, &files, now)
         .await?;
     Ok(Published {
         publisher: publisher.into(),
-        changed: vec![format!("{} {}", def.name(), def.version_text())],
-        hash: Some(def.hash.clone()),
+        changed: defs
+            .iter()
+            .map(|d| format!("{} {}", d.name(), d.version_text()))
+            .collect(),
+        hash: (defs.len() == 1).then(|| defs[0].hash.clone()),
         role_version: role.signed.version.get(),
         snapshot_version,
     })

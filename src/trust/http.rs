@@ -181,7 +181,12 @@ async fn current_role(
 #[serde(deny_unknown_fields)]
 struct PublishRequest {
     /// The definition YAML, exactly as signed.
-    definition: String,
+    #[serde(default)]
+    definition: Option<String>,
+    /// Several definitions published as one role version (a batch), instead of
+    /// `definition`.
+    #[serde(default)]
+    definitions: Vec<String>,
     /// The publisher's signed role metadata (JSON text), exactly as signed.
     role: String,
 }
@@ -190,9 +195,10 @@ async fn publish(
     State(state): State<AppState>,
     Path(publisher): Path<String>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Result<(StatusCode, axum::Json<super::accept::Published>), HttpError> {
     authorize(&state, &headers, &publisher).await?;
+    let body = read_body(body).await?;
     let request: PublishRequest = serde_json::from_slice(&body).map_err(|e| {
         HttpError::new(
             StatusCode::BAD_REQUEST,
@@ -202,19 +208,49 @@ async fn publish(
             ),
         )
     })?;
+    let definitions: Vec<&[u8]> = match (&request.definition, &request.definitions[..]) {
+        (Some(one), []) => vec![one.as_bytes()],
+        (None, many) if !many.is_empty() => many.iter().map(|d| d.as_bytes()).collect(),
+        _ => {
+            return Err(HttpError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                "give either `definition` (one YAML text) or `definitions` (a non-empty list)",
+            ));
+        }
+    };
     let signer = state.signer.as_ref().ok_or_else(not_initialized)?;
     let _guard = signer.lock.lock().await;
     let published = super::accept::accept(
         &state.store,
         &signer.keys,
         &publisher,
-        request.definition.as_bytes(),
+        &definitions,
         request.role.as_bytes(),
         crate::clock::now(),
     )
     .await?;
     tracing::info!(publisher = %published.publisher, changed = ?published.changed, "published");
     Ok((StatusCode::CREATED, axum::Json(published)))
+}
+
+/// The request body, read only once the token checked out: an anonymous client cannot
+/// make the server buffer a publish-sized body. `server::limit_body` caps its size.
+async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, HttpError> {
+    axum::body::to_bytes(body, usize::MAX).await.map_err(|e| {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(err) = source {
+            if err.is::<http_body_util::LengthLimitError>() {
+                return crate::server::too_large(crate::server::MAX_PUBLISH_BODY_BYTES);
+            }
+            source = err.source();
+        }
+        HttpError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("reading the request body failed: {e}"),
+        )
+    })
 }
 
 /// The bearer token must be an active token of `publisher`.
@@ -252,10 +288,11 @@ async fn role_update(
     state: AppState,
     publisher: String,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
     kind: RoleUpdate,
 ) -> Result<axum::Json<super::accept::Published>, HttpError> {
     authorize(&state, &headers, &publisher).await?;
+    let body = read_body(body).await?;
     let request: RoleRequest = serde_json::from_slice(&body).map_err(|e| {
         HttpError::new(
             StatusCode::BAD_REQUEST,
@@ -288,7 +325,7 @@ async fn yank(
     State(state): State<AppState>,
     Path(publisher): Path<String>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Result<axum::Json<super::accept::Published>, HttpError> {
     role_update(state, publisher, headers, body, RoleUpdate::Yank).await
 }
@@ -298,7 +335,7 @@ async fn resign(
     State(state): State<AppState>,
     Path(publisher): Path<String>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> Result<axum::Json<super::accept::Published>, HttpError> {
     role_update(state, publisher, headers, body, RoleUpdate::Resign).await
 }

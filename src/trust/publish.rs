@@ -36,7 +36,7 @@ pub enum PublishError {
         "published target {0} was changed or removed; published versions are immutable (yank instead)"
     )]
     Immutable(String),
-    #[error("the role must add exactly the uploaded definition as {expected}; {found}")]
+    #[error("the role must add exactly the uploaded definition(s) as [{expected}]; {found}")]
     WrongTargets { expected: String, found: String },
     #[error("uploaded definition bytes do not match target {0} (length or sha256 differ)")]
     BytesMismatch(String),
@@ -129,14 +129,15 @@ pub async fn sign_role(
     Ok(signed.buffer().clone())
 }
 
-/// Server side: checks an uploaded role that adds `def`. `current` is the role as the
-/// snapshot lists it now (`None` before the first publish).
+/// Server side: checks an uploaded role that adds exactly `defs` (one definition, or a
+/// batch). `current` is the role as the snapshot lists it now (`None` before the first
+/// publish).
 pub fn verify_upload(
     publisher: &str,
     delegations: &Delegations,
     current: Option<&Signed<Targets>>,
     uploaded: &[u8],
-    def: &Definition,
+    defs: &[Definition],
     now: i64,
 ) -> Result<Signed<Targets>, PublishError> {
     let role = verify_common(publisher, delegations, current, uploaded, now)?;
@@ -149,31 +150,31 @@ pub fn verify_upload(
             _ => return Err(PublishError::Immutable(name.raw().into())),
         }
     }
-    let expected = target_name(publisher, def);
-    let added: Vec<&TargetName> = role
+    let mut expected: Vec<String> = defs.iter().map(|d| target_name(publisher, d)).collect();
+    expected.sort();
+    let mut added: Vec<&str> = role
         .signed
         .targets
         .keys()
         .filter(|n| !old.contains_key(n))
+        .map(TargetName::raw)
         .collect();
-    match added.as_slice() {
-        [only] if only.raw() == expected => {}
-        _ => {
-            return Err(PublishError::WrongTargets {
-                found: format!(
-                    "it adds [{}]",
-                    added.iter().map(|n| n.raw()).collect::<Vec<_>>().join(", ")
-                ),
-                expected,
-            });
-        }
+    added.sort();
+    if added != expected || expected.windows(2).any(|w| w[0] == w[1]) {
+        return Err(PublishError::WrongTargets {
+            found: format!("it adds [{}]", added.join(", ")),
+            expected: expected.join(", "),
+        });
     }
-    let t = &role.signed.targets[added[0]];
-    if t.length != def.bytes.len() as u64
-        || t.hashes.sha256.as_ref()
-            != hex::decode(def.hash.trim_start_matches("sha256:")).unwrap_or_default()
-    {
-        return Err(PublishError::BytesMismatch(expected));
+    for def in defs {
+        let name = target_name(publisher, def);
+        let t = &role.signed.targets[&TargetName::new(name.as_str()).expect("a listed name")];
+        if t.length != def.bytes.len() as u64
+            || t.hashes.sha256.as_ref()
+                != hex::decode(def.hash.trim_start_matches("sha256:")).unwrap_or_default()
+        {
+            return Err(PublishError::BytesMismatch(name));
+        }
     }
     Ok(role)
 }
@@ -410,8 +411,15 @@ mod tests {
         let bytes = build_role("acme", None, def, &[&f.key], 1, DAY, f.now)
             .await
             .unwrap();
-        let role = verify_upload("acme", &f.delegations, None, &bytes, def, f.now)
-            .expect("a well-formed first publish");
+        let role = verify_upload(
+            "acme",
+            &f.delegations,
+            None,
+            &bytes,
+            std::slice::from_ref(def),
+            f.now,
+        )
+        .expect("a well-formed first publish");
         (bytes, role)
     }
 
@@ -423,7 +431,15 @@ mod tests {
         let bytes = build_role("acme", Some(&v1), &d[1], &[&f.key], 1, DAY, f.now)
             .await
             .unwrap();
-        let v2 = verify_upload("acme", &f.delegations, Some(&v1), &bytes, &d[1], f.now).unwrap();
+        let v2 = verify_upload(
+            "acme",
+            &f.delegations,
+            Some(&v1),
+            &bytes,
+            std::slice::from_ref(&d[1]),
+            f.now,
+        )
+        .unwrap();
         assert_eq!(v2.signed.version.get(), 2);
         assert_eq!(v2.signed.targets.len(), 2);
     }
@@ -440,7 +456,14 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(
-            verify_upload("acme", &f.delegations, Some(&v1), &bytes, &d[1], f.now),
+            verify_upload(
+                "acme",
+                &f.delegations,
+                Some(&v1),
+                &bytes,
+                std::slice::from_ref(&d[1]),
+                f.now
+            ),
             Err(PublishError::Signature { .. })
         ));
 
@@ -455,7 +478,7 @@ mod tests {
                 &build_role("acme", Some(&v1), &d[1], &[&f.key], 1, DAY, f.now)
                     .await
                     .unwrap(),
-                &d[1],
+                std::slice::from_ref(&d[1]),
                 f.now
             ),
             Err(PublishError::Signature { .. })
@@ -464,7 +487,14 @@ mod tests {
         // Version not incremented: a replay of v1 on top of v1.
         let (v1_bytes, _) = first(&f, &d[0]).await;
         assert!(matches!(
-            verify_upload("acme", &f.delegations, Some(&v1), &v1_bytes, &d[0], f.now),
+            verify_upload(
+                "acme",
+                &f.delegations,
+                Some(&v1),
+                &v1_bytes,
+                std::slice::from_ref(&d[0]),
+                f.now
+            ),
             Err(PublishError::Stale { got: 1, current: 1 })
         ));
 
@@ -473,7 +503,14 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(
-            verify_upload("acme", &f.delegations, Some(&v1), &bytes, &d[2], f.now),
+            verify_upload(
+                "acme",
+                &f.delegations,
+                Some(&v1),
+                &bytes,
+                std::slice::from_ref(&d[2]),
+                f.now
+            ),
             Err(PublishError::WrongTargets { .. })
         ));
 
@@ -486,7 +523,14 @@ mod tests {
         );
         let signed = resign(&f, role).await;
         assert!(matches!(
-            verify_upload("acme", &f.delegations, Some(&v1), &signed, &d[1], f.now),
+            verify_upload(
+                "acme",
+                &f.delegations,
+                Some(&v1),
+                &signed,
+                std::slice::from_ref(&d[1]),
+                f.now
+            ),
             Err(PublishError::OutsidePath(..))
         ));
 
@@ -500,7 +544,14 @@ mod tests {
         );
         let signed = resign(&f, role).await;
         assert!(matches!(
-            verify_upload("acme", &f.delegations, Some(&v1), &signed, &d[1], f.now),
+            verify_upload(
+                "acme",
+                &f.delegations,
+                Some(&v1),
+                &signed,
+                std::slice::from_ref(&d[1]),
+                f.now
+            ),
             Err(PublishError::Immutable(_))
         ));
 
@@ -517,13 +568,27 @@ mod tests {
         .await
         .unwrap();
         assert!(matches!(
-            verify_upload("acme", &f.delegations, Some(&v1), &bytes, &d[1], f.now),
+            verify_upload(
+                "acme",
+                &f.delegations,
+                Some(&v1),
+                &bytes,
+                std::slice::from_ref(&d[1]),
+                f.now
+            ),
             Err(PublishError::Expiry)
         ));
 
         // Not JSON at all.
         assert!(matches!(
-            verify_upload("acme", &f.delegations, None, b"{", &d[0], f.now),
+            verify_upload(
+                "acme",
+                &f.delegations,
+                None,
+                b"{",
+                std::slice::from_ref(&d[0]),
+                f.now
+            ),
             Err(PublishError::Malformed(_))
         ));
     }

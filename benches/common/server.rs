@@ -1,0 +1,89 @@
+//! Shared by the benchmarks: the real `marketplace serve` as a child process, and
+//! numeric settings from the environment.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::BoxError;
+
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+const LISTEN_PREFIX: &str = "marketplace listening on ";
+
+/// The running `marketplace serve` child; killed when dropped, including on panic.
+pub(crate) struct Server {
+    child: Child,
+    pub(crate) base: String,
+}
+
+impl Server {
+    pub(crate) fn start(data_dir: &Path) -> Result<Server, BoxError> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_marketplace"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .env("MARKETPLACE_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or("child stdout was not captured")?;
+        // Guard from here on: any early return kills the child.
+        let mut server = Server {
+            child,
+            base: String::new(),
+        };
+
+        // Read the address line on a thread so a silent server cannot hang the bench;
+        // the thread keeps draining stdout afterwards.
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let _ = tx.send(lines.next());
+            for _ in lines {}
+        });
+        let line = match rx.recv_timeout(STARTUP_TIMEOUT) {
+            Ok(Some(Ok(line))) => line,
+            Ok(Some(Err(e))) => return Err(format!("reading the server's stdout: {e}").into()),
+            Ok(None) | Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = server.child.wait()?;
+                return Err(format!("server exited before printing its address ({status})").into());
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                return Err(format!("server printed no address within {STARTUP_TIMEOUT:?}").into());
+            }
+        };
+        let base = line
+            .trim()
+            .strip_prefix(LISTEN_PREFIX)
+            .ok_or_else(|| format!("unexpected first line from the server: {line:?}"))?;
+        server.base = base.trim_end_matches('/').to_owned();
+        Ok(server)
+    }
+
+    #[allow(dead_code)] // the publish benchmark does not read memory
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A positive whole number from the environment, or `default`.
+pub(crate) fn env_number(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or_else(|| panic!("{name}={v:?} is not a positive whole number")),
+        _ => default,
+    }
+}

@@ -1,0 +1,252 @@
+//! Publish benchmark: one publish into a signed index of 10,000 definitions, end to end,
+//! against the real `marketplace` binary, and the size of every metadata file.
+//!
+//! For each layout (10,000 definitions spread over 100 publishers; all of them in one
+//! publisher):
+//! 1. `marketplace repo init` and `marketplace publisher add` (the real CLI);
+//! 2. seeds each publisher's definitions through the library's server-side `accept`
+//!    (the same verification as the HTTP API) as one signed batch per publisher;
+//! 3. starts `marketplace serve` and times sequential publishes the way
+//!    `marketplace publish` does them: fetch the current role, check the publisher's
+//!    signature on it, add the target, sign, upload definition and role, wait for 201;
+//! 4. downloads timestamp, snapshot, targets and the publisher's role and reports sizes.
+//!
+//! `cargo bench --bench publish`; `BENCH_DEFINITIONS` (default 10000) and
+//! `BENCH_PUBLISHES` (default 30) make it smaller. Exits non-zero when p50 > 100 ms.
+
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+#[path = "../catalog/generate.rs"]
+#[allow(dead_code)] // the catalog benchmark uses the rest
+mod generate;
+#[path = "../common/server.rs"]
+mod server;
+
+use generate::{PluginBase, Rng, db_size, plugin_yaml};
+use marketplace::definition::Definition;
+use marketplace::store::Store;
+use marketplace::trust::SigningKey;
+use marketplace::trust::publish::{build_role, build_role_adding, delegations_for};
+use marketplace::trust::state::OnlineKeys;
+use server::{Server, env_number};
+use tough::schema::{Signed, Targets};
+
+type BoxError = Box<dyn std::error::Error>;
+
+const TARGET_P50_MS: f64 = 100.0;
+const YEAR: Duration = Duration::from_secs(365 * 86_400);
+
+fn main() -> ExitCode {
+    let definitions = env_number("BENCH_DEFINITIONS", 10_000);
+    let publishes = env_number("BENCH_PUBLISHES", 30);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("building the tokio runtime");
+    println!(
+        "marketplace publish benchmark: {definitions} definitions, {publishes} timed publishes per layout\n"
+    );
+    let mut ok = true;
+    for publishers in [100.min(definitions), 1] {
+        match runtime.block_on(layout(definitions, publishers, publishes)) {
+            Ok(pass) => ok &= pass,
+            Err(e) => {
+                eprintln!("benchmark error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if ok {
+        println!("\nRESULT: PASS");
+        ExitCode::SUCCESS
+    } else {
+        println!("\nRESULT: FAIL (p50 above {TARGET_P50_MS} ms)");
+        ExitCode::FAILURE
+    }
+}
+
+fn marketplace(args: &[&str]) -> Result<String, BoxError> {
+    let out = Command::new(env!("CARGO_BIN_EXE_marketplace"))
+        .args(args)
+        .output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "marketplace {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+struct Publisher {
+    name: String,
+    key: SigningKey,
+    token: String,
+}
+
+/// Sets up the repository with `publishers` publishers sharing `definitions`, times
+/// `publishes` publishes by the first one; returns whether p50 met the target.
+async fn layout(definitions: usize, publishers: usize, publishes: usize) -> Result<bool, BoxError> {
+    println!("== {definitions} definitions over {publishers} publisher(s)");
+    let dir = tempfile::tempdir()?;
+    let data = dir.path().join("data");
+    let d = data.to_str().ok_or("non-UTF-8 temp path")?;
+    let root = dir.path().join("root.pem");
+    SigningKey::generate()?.save_new(&root)?;
+    marketplace(&[
+        "repo",
+        "init",
+        "--data-dir",
+        d,
+        "--root-key",
+        root.to_str().unwrap(),
+    ])?;
+    let mut pubs = Vec::new();
+    for i in 0..publishers {
+        let name = format!("pub-{i:03}");
+        let key = SigningKey::generate()?;
+        let out = marketplace(&[
+            "publisher",
+            "add",
+            &name,
+            "--key",
+            &key.public().hex(),
+            "--data-dir",
+            d,
+        ])?;
+        let token = out
+            .lines()
+            .last()
+            .ok_or("no token printed")?
+            .trim()
+            .to_owned();
+        pubs.push(Publisher { name, key, token });
+    }
+
+    // Seed: definition i belongs to publisher i % publishers; one signed batch each.
+    let started = Instant::now();
+    let mut rng = Rng(0x5eed_cafe_f00d_beef);
+    let mut by_publisher: Vec<Vec<Definition>> = (0..publishers).map(|_| Vec::new()).collect();
+    for i in 1..=definitions {
+        let base = PluginBase::new(i, definitions, &mut rng);
+        let yaml = plugin_yaml(&base, "v1.0.0", &mut rng);
+        by_publisher[i % publishers]
+            .push(Definition::parse(yaml.as_bytes()).map_err(|e| e.to_string())?);
+    }
+    let store = Store::open(&data.join("marketplace.db")).await?;
+    let keys = OnlineKeys::load(&data)?.ok_or("repo init wrote no online keys")?;
+    let now = marketplace::clock::now();
+    for (p, defs) in pubs.iter().zip(&by_publisher) {
+        let adding: Vec<(&Definition, bool)> = defs.iter().map(|d| (d, false)).collect();
+        let role = build_role_adding(&p.name, None, &adding, &[&p.key], 1, YEAR, now).await?;
+        let bytes: Vec<&[u8]> = defs.iter().map(|d| d.bytes.as_slice()).collect();
+        marketplace::trust::accept::accept(&store, &keys, &p.name, &bytes, &role, now).await?;
+    }
+    store.close().await;
+    println!("seeded in {:.1} s", started.elapsed().as_secs_f64());
+
+    let server = Server::start(&data)?;
+    let http = reqwest::Client::new();
+    let who = &pubs[0];
+    let mut times = Vec::with_capacity(publishes);
+    for n in 0..publishes {
+        let base = PluginBase::new(definitions + 1 + n, definitions + publishes, &mut rng);
+        let yaml = plugin_yaml(&base, "v1.0.0", &mut rng);
+        let def = Definition::parse(yaml.as_bytes()).map_err(|e| e.to_string())?;
+        let t = Instant::now();
+        publish_once(&http, &server.base, who, &def).await?;
+        times.push(t.elapsed());
+    }
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let p50 = ms(times[times.len() / 2]);
+    let p90 = ms(times[(times.len() * 9 / 10).min(times.len() - 1)]);
+    println!(
+        "publish by {} ({} targets before): p50 {p50:.1} ms, p90 {p90:.1} ms, max {:.1} ms  [{}]",
+        who.name,
+        by_publisher[0].len(),
+        ms(*times.last().unwrap()),
+        if p50 <= TARGET_P50_MS { "PASS" } else { "FAIL" }
+    );
+    sizes(&http, &server.base, &who.name).await?;
+    drop(server);
+    println!(
+        "database after the run: {:.1} MiB\n",
+        db_size(&data) as f64 / 1_048_576.0
+    );
+    Ok(p50 <= TARGET_P50_MS)
+}
+
+/// What `marketplace publish` does, minus process start and local file reading.
+async fn publish_once(
+    http: &reqwest::Client,
+    base: &str,
+    who: &Publisher,
+    def: &Definition,
+) -> Result<(), BoxError> {
+    let resp = http
+        .get(format!("{base}/api/v1/publishers/{}/role", who.name))
+        .send()
+        .await?
+        .error_for_status()?;
+    let current: Signed<Targets> = serde_json::from_slice(&resp.bytes().await?)?;
+    delegations_for(&who.name, &[who.key.public()], 1)?.verify_role(&current, &who.name)?;
+    let role = build_role(
+        &who.name,
+        Some(&current),
+        def,
+        &[&who.key],
+        1,
+        YEAR,
+        marketplace::clock::now(),
+    )
+    .await?;
+    let resp = http
+        .post(format!("{base}/api/v1/publishers/{}/definitions", who.name))
+        .bearer_auth(&who.token)
+        .json(&serde_json::json!({
+            "definition": std::str::from_utf8(&def.bytes)?,
+            "role": String::from_utf8(role)?,
+        }))
+        .send()
+        .await?;
+    if resp.status() != 201 {
+        return Err(format!("publish answered {}: {}", resp.status(), resp.text().await?).into());
+    }
+    Ok(())
+}
+
+/// Sizes of the metadata files a client downloads, as the server serves them now.
+async fn sizes(http: &reqwest::Client, base: &str, publisher: &str) -> Result<(), BoxError> {
+    let get = |path: String| {
+        let req = http.get(format!("{base}/tuf/metadata/{path}"));
+        async move { Ok::<_, BoxError>(req.send().await?.error_for_status()?.bytes().await?) }
+    };
+    let timestamp = get("timestamp.json".into()).await?;
+    let ts: serde_json::Value = serde_json::from_slice(&timestamp)?;
+    let snapshot_version = &ts["signed"]["meta"]["snapshot.json"]["version"];
+    let snapshot = get(format!("{snapshot_version}.snapshot.json")).await?;
+    let snap: serde_json::Value = serde_json::from_slice(&snapshot)?;
+    let meta = &snap["signed"]["meta"];
+    let targets = get(format!("{}.targets.json", meta["targets.json"]["version"])).await?;
+    let role = get(format!(
+        "{}.{publisher}.json",
+        meta[format!("{publisher}.json")]["version"]
+    ))
+    .await?;
+    let root = get("root.json".into()).await?;
+    let kib = |n: usize| n as f64 / 1024.0;
+    println!(
+        "metadata sizes: root {:.1} KiB, timestamp {:.1} KiB, snapshot {:.1} KiB ({} roles), targets {:.1} KiB, {publisher} {:.1} KiB",
+        kib(root.len()),
+        kib(timestamp.len()),
+        kib(snapshot.len()),
+        meta.as_object().map_or(0, |m| m.len()),
+        kib(targets.len()),
+        kib(role.len()),
+    );
+    Ok(())
+}
