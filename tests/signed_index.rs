@@ -450,3 +450,46 @@ async fn built_ins_added_by_a_new_binary_are_signed_at_start() {
             .unwrap();
     assert_eq!(role["signed"]["version"], 2);
 }
+
+/// The running server re-signs on its own: with a one-minute timestamp lifetime, a new
+/// timestamp appears once half of it has passed, and python-tuf accepts it.
+#[tokio::test]
+async fn the_running_server_re_signs_the_timestamp_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = init_repo_with(dir.path(), 1, &["--timestamp-expires", "60s"]);
+    let server = Server::start(&data);
+    let version = || async {
+        let ts: serde_json::Value =
+            reqwest::get(format!("{}/tuf/metadata/timestamp.json", server.url))
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+        (
+            ts["signed"]["version"].as_u64().unwrap(),
+            ts["signed"]["expires"].as_str().unwrap().to_owned(),
+        )
+    };
+    let (first, first_expiry) = version().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(75);
+    let (next, next_expiry) = loop {
+        let now = version().await;
+        if now.0 > first || std::time::Instant::now() > deadline {
+            break now;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    };
+    assert!(
+        next > first,
+        "no new timestamp within 75 s (still v{first})"
+    );
+    assert!(
+        next_expiry > first_expiry,
+        "{next_expiry} vs {first_expiry}"
+    );
+    let root = dir.path().join("root.json");
+    std::fs::write(&root, trusted_root(&server.url).await).unwrap();
+    let report = python_tuf(&server.url, &root, &dir.path().join("py"), &[]);
+    assert_eq!(report["timestamp"].as_u64(), Some(next));
+}
