@@ -605,7 +605,7 @@ async fn the_publish_cli_signs_uploads_and_reports() {
     let out = publish(&file, &rogue);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("did not sign"),
+        String::from_utf8_lossy(&out.stderr).contains("none of these keys signed"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -187,9 +187,9 @@ pub(super) async fn current_role(
         .verify_role(&role, publisher)
         .map_err(|e| {
             anyhow::anyhow!(
-                "refusing to build on role metadata the publisher did not sign: {e} \
-                 (after `marketplace publisher rotate-key`, move the role onto the new keys \
-                 with `marketplace resign --old-key OLD_PUBKEY` first)"
+                "refusing to build on role metadata that none of these keys signed: {e} \
+                 (after `marketplace publisher rotate-key`, sign with the new key; a role \
+                 still signed by the old one moves with `marketplace resign --old-key OLD_PUBKEY`)"
             )
         })?;
     Ok(Some(role))
