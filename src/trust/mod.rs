@@ -3,6 +3,7 @@
 //! verification. Calls the store; nothing here knows about HTTP except `http`.
 
 pub mod accept;
+pub mod bins;
 pub mod client;
 pub mod http;
 pub mod keys;

@@ -44,6 +44,8 @@ pub enum PublishError {
     Expiry,
     #[error("publishers may not delegate further")]
     NestedDelegation,
+    #[error("hashed bins are malformed: {0}")]
+    BadBins(String),
 }
 
 /// The delegation the server holds for a publisher, as a TUF key holder.

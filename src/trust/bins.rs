@@ -1,0 +1,231 @@
+//! Hashed-bin delegations inside a publisher's role.
+//!
+//! A publisher's role `P` is delegated `P/*/*` by `targets`. While it is small it lists
+//! its targets itself ("flat"). A large one would be uploaded, verified, stored and
+//! downloaded whole on every publish (about 600 bytes per target), so it holds no
+//! targets and instead delegates bins `P.<prefix>` by `path_hash_prefixes` to the same
+//! keys: a publish then re-signs one bin. `.` never occurs in a publisher name, so a bin
+//! name cannot clash with another publisher's role.
+//!
+//! Which layout to use is the publisher's choice (it signs the roles); the server only
+//! checks that a binned role is a complete, well-formed partition over the registered
+//! keys.
+
+use sha2::{Digest, Sha256};
+use tough::schema::{DelegatedRole, Delegations, PathHashPrefix, PathSet, Targets};
+
+use super::PublicKey;
+use super::metadata::{SPEC_VERSION, version};
+use super::publish::PublishError;
+
+/// A flat role past this many targets is split into bins.
+pub const FLAT_MAX_TARGETS: usize = 1024;
+/// A bin past this many targets makes the publisher re-bin with a longer prefix.
+pub const BIN_MAX_TARGETS: usize = 2048;
+/// Hex digits of the longest bin prefix: 256 bins.
+pub const MAX_PREFIX_LEN: usize = 2;
+
+/// How a publisher's role holds its targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    Flat,
+    /// `16^prefix_len` bins, each delegated one hex prefix of that length.
+    Binned {
+        prefix_len: usize,
+    },
+}
+
+/// The role name of the bin holding targets whose path hash starts with `prefix`.
+pub fn bin_name(publisher: &str, prefix: &str) -> String {
+    format!("{publisher}.{prefix}")
+}
+
+/// The first `len` hex digits of sha256(target path): how TUF clients (python-tuf,
+/// tough) match `path_hash_prefixes`.
+pub fn prefix_of(target: &str, len: usize) -> String {
+    let mut hex = hex::encode(Sha256::digest(target.as_bytes()));
+    hex.truncate(len);
+    hex
+}
+
+/// Every hex prefix of `len` digits, in order.
+pub fn prefixes(len: usize) -> Vec<String> {
+    let count = 16usize.pow(len as u32);
+    (0..count).map(|i| format!("{i:0len$x}")).collect()
+}
+
+/// The top role of a binned layout: no targets, every bin delegated to `keys`.
+pub fn binned_top(
+    publisher: &str,
+    keys: &[PublicKey],
+    threshold: u64,
+    prefix_len: usize,
+    next_version: u64,
+    expires: jiff::Timestamp,
+) -> Targets {
+    let mut top = Targets::new(SPEC_VERSION.into(), version(next_version), expires);
+    let mut d = Delegations::new();
+    for k in keys {
+        d.keys
+            .insert(k.tuf_key().key_id().expect("ed25519 key id"), k.tuf_key());
+    }
+    let keyids: Vec<_> = keys
+        .iter()
+        .map(|k| k.tuf_key().key_id().expect("ed25519 key id"))
+        .collect();
+    for prefix in prefixes(prefix_len) {
+        d.roles.push(DelegatedRole {
+            name: bin_name(publisher, &prefix),
+            keyids: keyids.clone(),
+            threshold: version(threshold),
+            paths: PathSet::PathHashPrefixes(vec![
+                PathHashPrefix::new(prefix).expect("a hex prefix"),
+            ]),
+            terminating: true,
+            targets: None,
+        });
+    }
+    top.delegations = Some(d);
+    top
+}
+
+/// The layout of a publisher's top role. A binned one must be exactly what
+/// [`binned_top`] builds for the registered `keys` and `threshold`: no targets of its
+/// own, every prefix of one length, each bin terminating and delegated to those keys.
+pub fn layout(
+    publisher: &str,
+    role: &Targets,
+    keys: &[PublicKey],
+    threshold: u64,
+) -> Result<Layout, PublishError> {
+    let Some(d) = role
+        .delegations
+        .as_ref()
+        .filter(|d| !d.roles.is_empty() || !d.keys.is_empty())
+    else {
+        return Ok(Layout::Flat);
+    };
+    let bad = |why: String| PublishError::BadBins(why);
+    if !role.targets.is_empty() {
+        return Err(bad(
+            "a role that delegates bins lists no targets itself".into()
+        ));
+    }
+    let prefix_len = d
+        .roles
+        .first()
+        .and_then(|r| r.name.strip_prefix(&format!("{publisher}.")))
+        .map(str::len)
+        .filter(|n| (1..=MAX_PREFIX_LEN).contains(n))
+        .ok_or_else(|| {
+            bad(format!(
+                "bins are named {publisher}.<1 to {MAX_PREFIX_LEN} hex digits>"
+            ))
+        })?;
+    let expected = binned_top(publisher, keys, threshold, prefix_len, 1, role.expires);
+    let expected = expected.delegations.expect("built with delegations");
+    if d.keys != expected.keys {
+        return Err(bad(
+            "bins must be delegated to exactly the publisher's registered keys".into(),
+        ));
+    }
+    if d.roles.len() != expected.roles.len() {
+        return Err(bad(format!(
+            "{} bins with {prefix_len}-digit prefixes are needed, {} given",
+            expected.roles.len(),
+            d.roles.len()
+        )));
+    }
+    for (got, want) in d.roles.iter().zip(&expected.roles) {
+        let same = got.name == want.name
+            && got.paths == want.paths
+            && got.terminating
+            && got.threshold == want.threshold
+            && sorted(&got.keyids) == sorted(&want.keyids);
+        if !same {
+            return Err(bad(format!(
+                "delegation {} must be `{}`: path hash prefix {}, terminating, threshold {threshold} of the registered keys",
+                got.name,
+                want.name,
+                &want.name[publisher.len() + 1..]
+            )));
+        }
+    }
+    Ok(Layout::Binned { prefix_len })
+}
+
+fn sorted<T: Clone + Ord>(items: &[T]) -> Vec<T> {
+    let mut v = items.to_vec();
+    v.sort();
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trust::SigningKey;
+
+    #[test]
+    fn prefixes_and_names() {
+        assert_eq!(prefixes(1).len(), 16);
+        assert_eq!(prefixes(2).len(), 256);
+        assert_eq!(prefixes(2)[0], "00");
+        assert_eq!(prefixes(2)[255], "ff");
+        // sha256("acme/x/1.0.0.yaml"), as python-tuf and tough compute it.
+        let full = hex::encode(Sha256::digest(b"acme/x/1.0.0.yaml"));
+        assert_eq!(prefix_of("acme/x/1.0.0.yaml", 2), full[..2]);
+        assert_eq!(bin_name("acme", "3f"), "acme.3f");
+    }
+
+    #[test]
+    fn accepts_what_it_builds_and_refuses_deviations() {
+        let key = SigningKey::generate().unwrap().public();
+        let other = SigningKey::generate().unwrap().public();
+        let expires = jiff::Timestamp::from_second(2_000_000_000).unwrap();
+        let flat = Targets::new(SPEC_VERSION.into(), version(1), expires);
+        assert_eq!(
+            layout("acme", &flat, std::slice::from_ref(&key), 1).unwrap(),
+            Layout::Flat
+        );
+        for len in 1..=MAX_PREFIX_LEN {
+            let top = binned_top("acme", std::slice::from_ref(&key), 1, len, 2, expires);
+            assert_eq!(
+                layout("acme", &top, std::slice::from_ref(&key), 1).unwrap(),
+                Layout::Binned { prefix_len: len }
+            );
+            // Other keys than the registered ones.
+            assert!(layout("acme", &top, std::slice::from_ref(&other), 1).is_err());
+        }
+        let top = binned_top("acme", std::slice::from_ref(&key), 1, 1, 2, expires);
+        // A missing bin leaves targets no client could find.
+        let mut missing = top.clone();
+        missing.delegations.as_mut().unwrap().roles.pop();
+        assert!(layout("acme", &missing, std::slice::from_ref(&key), 1).is_err());
+        // A bin claiming a prefix that belongs to another.
+        let mut swapped = top.clone();
+        swapped.delegations.as_mut().unwrap().roles[0].paths =
+            PathSet::PathHashPrefixes(vec![PathHashPrefix::new("f").unwrap()]);
+        assert!(layout("acme", &swapped, std::slice::from_ref(&key), 1).is_err());
+        // A bin named after another publisher.
+        let mut foreign = top.clone();
+        foreign.delegations.as_mut().unwrap().roles[0].name = "beta.0".into();
+        assert!(layout("acme", &foreign, std::slice::from_ref(&key), 1).is_err());
+        // Non-terminating, or targets listed beside the bins.
+        let mut open = top.clone();
+        open.delegations.as_mut().unwrap().roles[3].terminating = false;
+        assert!(layout("acme", &open, std::slice::from_ref(&key), 1).is_err());
+        let def = &crate::catalog::builtin::definitions().unwrap()[0];
+        let mut mixed = top.clone();
+        mixed.targets.insert(
+            tough::TargetName::new(crate::trust::metadata::target_name("acme", def)).unwrap(),
+            crate::trust::metadata::target(def, false),
+        );
+        assert!(matches!(
+            layout("acme", &mixed, std::slice::from_ref(&key), 1),
+            Err(PublishError::BadBins(m)) if m.contains("no targets")
+        ));
+        // Three-digit prefixes are beyond the supported 256 bins.
+        let deep = binned_top("acme", std::slice::from_ref(&key), 1, 3, 2, expires);
+        assert!(layout("acme", &deep, std::slice::from_ref(&key), 1).is_err());
+    }
+}
