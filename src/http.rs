@@ -61,7 +61,7 @@ impl From<crate::trust::TrustError> for HttpError {
 impl From<crate::trust::accept::AcceptError> for HttpError {
     fn from(e: crate::trust::accept::AcceptError) -> Self {
         use crate::trust::accept::AcceptError as A;
-        use crate::trust::publish::PublishError as P;
+        use crate::trust::verify::PublishError as P;
         let message = e.to_string();
         match e {
             A::NotInitialized => {

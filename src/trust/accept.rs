@@ -6,8 +6,9 @@ use tough::schema::{Delegations, KeyHolder, Signed, Snapshot, Targets, Timestamp
 use super::metadata::{
     SPEC_VERSION, expiry, metafile, publisher_delegation, sign, stored, version,
 };
-use super::publish::{PublishError, delegations_for, verify_resign, verify_upload, verify_yank};
+use super::publish::delegations_for;
 use super::state::{OnlineKeys, State};
+use super::verify::{PublishError, verify_resign, verify_upload, verify_yank};
 use super::{PublicKey, TrustError};
 use crate::definition::Definition;
 use crate::store::{Store, StoreError, StoredMetadata};

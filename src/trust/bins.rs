@@ -16,7 +16,7 @@ use tough::schema::{DelegatedRole, Delegations, PathHashPrefix, PathSet, Targets
 
 use super::PublicKey;
 use super::metadata::{SPEC_VERSION, version};
-use super::publish::PublishError;
+use super::verify::PublishError;
 
 /// A flat role past this many targets is split into bins.
 pub const FLAT_MAX_TARGETS: usize = 1024;

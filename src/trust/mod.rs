@@ -12,6 +12,7 @@ pub mod publish;
 pub mod publishers;
 pub mod repo;
 pub mod state;
+pub mod verify;
 
 pub use keys::{KeyError, PublicKey, SigningKey};
 
