@@ -5,7 +5,7 @@ mod common;
 use std::process::Command;
 
 use common::Server;
-use common::publishing::{Client, YEAR, definition, setup};
+use common::publishing::{Client, YEAR, assert_refused, definition, setup};
 use marketplace::trust::publish::build_role_adding;
 
 #[tokio::test]
@@ -115,18 +115,7 @@ async fn a_batch_publishes_as_one_role_version_or_not_at_all() {
     .await
     .unwrap();
     let (status, body) = post(vec![text_of(&c1), "kind: nonsense\n".into()], both.clone()).await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (422, Some("invalid_definition")),
-        "{body}"
-    );
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("definition #2"),
-        "{body}"
-    );
+    assert_refused(status, &body, 422, "invalid_definition", "definition #2");
     assert_eq!(c.role("acme").await.unwrap().signed.version.get(), 1);
 
     let (status, body) = post(vec![text_of(&c1), text_of(&c2)], both).await;

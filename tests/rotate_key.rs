@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::publishing::{Client, YEAR, definition, marketplace, setup};
+use common::publishing::{Client, YEAR, assert_refused, definition, marketplace, setup};
 use common::{Server, python_tuf, trusted_root};
 use marketplace::trust::SigningKey;
 use marketplace::trust::publish::build_resign;
@@ -231,18 +231,7 @@ async fn re_signing_renews_the_role_and_refuses_anything_else() {
             .await
             .unwrap();
     let (status, body) = post(&token, grown).await;
-    assert_eq!(
-        (status, body["error"]["code"].as_str()),
-        (422, Some("rejected")),
-        "{body}"
-    );
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("publish them instead"),
-        "{body}"
-    );
+    assert_refused(status, &body, 422, "rejected", "publish them instead");
 
     // Another key, another publisher's token.
     let rogue = SigningKey::generate().unwrap();

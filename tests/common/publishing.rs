@@ -162,3 +162,17 @@ pub async fn signed_role(c: &Client, def: &Definition, keys: &[&SigningKey]) -> 
     .await
     .unwrap()
 }
+
+/// An API refusal: its status, error code, and a phrase of its message.
+pub fn assert_refused(status: u16, body: &serde_json::Value, want: u16, code: &str, phrase: &str) {
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (want, Some(code)),
+        "{body}"
+    );
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(phrase),
+        "message {message:?} lacks {phrase:?}"
+    );
+}
