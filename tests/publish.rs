@@ -19,10 +19,7 @@ async fn publishing_adds_signed_targets_that_tuf_clients_verify() {
     let dir = tempfile::tempdir().unwrap();
     let (data, key, token, _) = setup(dir.path());
     let server = Server::start(&data);
-    let c = Client {
-        http: reqwest::Client::new(),
-        url: server.url.clone(),
-    };
+    let c = Client::new(&server.url);
     assert!(c.role("acme").await.is_none(), "nothing published yet");
 
     let first = definition("gateway", "edge-gateway", "v1.0.0");
@@ -148,10 +145,7 @@ impl Refusals {
         let dir = tempfile::tempdir().unwrap();
         let (data, key, token, beta_token) = setup(dir.path());
         let server = Server::start(&data);
-        let c = Client {
-            http: reqwest::Client::new(),
-            url: server.url.clone(),
-        };
+        let c = Client::new(&server.url);
         let first = definition("gateway", "edge-gateway", "1.0.0");
         let (status, _) = c.publish_signed(&token, &first, &[&key]).await;
         assert_eq!(status, 201);
@@ -502,10 +496,7 @@ async fn of_two_concurrent_publishes_one_wins_and_the_other_is_told_to_retry() {
     let dir = tempfile::tempdir().unwrap();
     let (data, key, token, _) = setup(dir.path());
     let server = Server::start(&data);
-    let c = Client {
-        http: reqwest::Client::new(),
-        url: server.url.clone(),
-    };
+    let c = Client::new(&server.url);
     let a = definition("gateway", "alpha", "1.0.0");
     let b = definition("storage", "bravo", "1.0.0");
     // Both signed on top of the same (empty) state.
@@ -616,10 +607,7 @@ async fn yank_hides_a_version_but_keeps_its_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let (data, key, token, _) = setup(dir.path());
     let server = Server::start(&data);
-    let c = Client {
-        http: reqwest::Client::new(),
-        url: server.url.clone(),
-    };
+    let c = Client::new(&server.url);
     let old = definition("gateway", "edge-gateway", "1.0.0");
     let new = definition("gateway", "edge-gateway", "1.1.0");
     for def in [&old, &new] {

@@ -13,10 +13,7 @@ async fn a_batch_publishes_as_one_role_version_or_not_at_all() {
     let dir = tempfile::tempdir().unwrap();
     let (data, key, token, _) = setup(dir.path());
     let server = Server::start(&data);
-    let c = Client {
-        http: reqwest::Client::new(),
-        url: server.url.clone(),
-    };
+    let c = Client::new(&server.url);
     let key_file = dir.path().join("acme.pem");
     key.save_new(&key_file).unwrap();
     let publish = |files: &[&std::path::Path]| {
@@ -75,22 +72,12 @@ async fn a_batch_publishes_as_one_role_version_or_not_at_all() {
     let c1 = definition("gateway", "edge-gateway", "1.1.0");
     let c2 = definition("storage", "fast-disk", "1.1.0");
     let now = marketplace::clock::now();
-    let post = |defs: Vec<String>, role: Vec<u8>| {
-        let req = c
-            .http
-            .post(format!("{}/api/v1/publishers/acme/definitions", server.url))
-            .bearer_auth(&token)
-            .json(&serde_json::json!({
-                "definitions": defs,
-                "role": String::from_utf8(role).unwrap(),
-            }));
-        async move {
-            let r = req.send().await.unwrap();
-            (
-                r.status().as_u16(),
-                r.json::<serde_json::Value>().await.unwrap(),
-            )
-        }
+    let post = async |defs: Vec<String>, role: Vec<u8>| {
+        let body = serde_json::json!({
+            "definitions": defs,
+            "role": String::from_utf8(role).unwrap(),
+        });
+        c.post("acme/definitions", Some(&token), &body).await
     };
     let text_of =
         |d: &marketplace::definition::Definition| String::from_utf8(d.bytes.clone()).unwrap();

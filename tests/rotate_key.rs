@@ -81,10 +81,7 @@ async fn a_rotated_key_takes_over_once_the_publisher_re_signs() {
     let (data, old_key, token, _) = setup(dir.path());
     let d = data.to_str().unwrap();
     let server = Server::start(&data);
-    let c = Client {
-        http: reqwest::Client::new(),
-        url: server.url.clone(),
-    };
+    let c = Client::new(&server.url);
     let first = definition("gateway", "edge-gateway", "1.0.0");
     let (status, body) = c.publish_signed(&token, &first, &[&old_key]).await;
     assert_eq!(status, 201, "{body}");
@@ -192,23 +189,10 @@ async fn re_signing_renews_the_role_and_refuses_anything_else() {
     let dir = tempfile::tempdir().unwrap();
     let (data, key, token, beta_token) = setup(dir.path());
     let server = Server::start(&data);
-    let c = Client {
-        http: reqwest::Client::new(),
-        url: server.url.clone(),
-    };
-    let post = |token: &str, role: Vec<u8>| {
-        let req = c
-            .http
-            .post(format!("{}/api/v1/publishers/acme/role", server.url))
-            .bearer_auth(token)
-            .json(&serde_json::json!({ "role": String::from_utf8(role).unwrap() }));
-        async move {
-            let r = req.send().await.unwrap();
-            (
-                r.status().as_u16(),
-                r.json::<serde_json::Value>().await.unwrap(),
-            )
-        }
+    let c = Client::new(&server.url);
+    let post = async |token: &str, role: Vec<u8>| {
+        let body = serde_json::json!({ "role": String::from_utf8(role).unwrap() });
+        c.post("acme/role", Some(token), &body).await
     };
     let now = marketplace::clock::now();
     let first = definition("gateway", "edge-gateway", "1.0.0");

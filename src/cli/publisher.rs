@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use crate::server;
 use crate::store::Store;
 use crate::trust::PublicKey;
-use crate::trust::publishers::{self, new_token, token_hash};
+use crate::trust::publishers::{self, Delegation, new_token, token_hash};
 
 #[derive(Debug, Args)]
 pub struct PublisherArgs {
@@ -113,35 +113,25 @@ async fn command(store: &Store, command: PublisherCommand) -> anyhow::Result<()>
             if list.is_empty() {
                 println!("no publishers");
             }
-            let state = crate::trust::state::current(store).await?;
-            let delegations = state
-                .as_ref()
-                .and_then(|s| s.targets.signed.signed.delegations.as_ref());
+            let targets = crate::trust::state::current(store)
+                .await?
+                .map(|s| s.targets.signed.signed);
             for p in list {
-                let ids: Vec<String> = p
+                let parsed: Vec<Option<PublicKey>> = p
                     .public_keys
                     .iter()
-                    .map(|k| {
-                        PublicKey::parse(k)
-                            .map(|k| k.key_id())
-                            .unwrap_or_else(|_| "<invalid key>".into())
-                    })
+                    .map(|k| PublicKey::parse(k).ok())
                     .collect();
+                let ids: Vec<String> = parsed
+                    .iter()
+                    .map(|k| k.as_ref().map_or("<invalid key>".into(), PublicKey::key_id))
+                    .collect();
+                let keys: Vec<PublicKey> = parsed.into_iter().flatten().collect();
                 let index =
-                    match delegations.and_then(|d| d.roles.iter().find(|r| r.name == p.name)) {
-                        None => "not yet in the index".to_owned(),
-                        Some(r) => {
-                            let mut signed: Vec<String> =
-                                r.keyids.iter().map(|k| hex::encode(k.as_ref())).collect();
-                            let mut registered = ids.clone();
-                            signed.sort();
-                            registered.sort();
-                            if signed == registered && r.threshold.get() == p.threshold {
-                                "index up to date".to_owned()
-                            } else {
-                                "index names old keys until the publisher re-signs".to_owned()
-                            }
-                        }
+                    match publishers::delegation(targets.as_ref(), &p.name, &keys, p.threshold) {
+                        Delegation::Missing => "not yet in the index",
+                        Delegation::Current => "index up to date",
+                        Delegation::Stale => "index names old keys until the publisher re-signs",
                     };
                 println!(
                     "{}\tthreshold {}\ttokens {}\tkeys {}\t{index}",

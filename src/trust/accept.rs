@@ -7,6 +7,7 @@ use super::metadata::{
     SPEC_VERSION, expiry, metafile, publisher_delegation, sign, stored, version,
 };
 use super::publish::delegations_for;
+use super::publishers::Delegation;
 use super::state::{OnlineKeys, State};
 use super::verify::{PublishError, verify_resign, verify_upload, verify_yank};
 use super::{PublicKey, TrustError};
@@ -17,7 +18,8 @@ use crate::store::{Store, StoreError, StoredMetadata};
 #[derive(Debug, serde::Serialize)]
 pub struct Published {
     pub publisher: String,
-    /// Plugin name and version (publish) or the yanked target names (yank).
+    /// Plugin name and version (publish), the yanked target names (yank), or nothing
+    /// (re-sign).
     pub changed: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hash: Option<String>,
@@ -103,8 +105,8 @@ async fn publisher_keys(store: &Store, name: &str) -> Result<PublisherKeys, Acce
     })
 }
 
-/// The role as uploaded, targets when the delegation is new, and the snapshot and
-/// timestamp that publish them.
+/// The role as uploaded, targets when the delegation is new or names other keys than the
+/// registered ones, and the snapshot and timestamp that publish them.
 async fn signed_files(
     keys: &OnlineKeys,
     state: &State,
@@ -126,12 +128,14 @@ async fn signed_files(
     }];
     let mut snapshot_meta = state.snapshot.signed.signed.meta.clone();
     snapshot_meta.insert(format!("{name}.json"), metafile(role_version, role_bytes));
-    let wanted = publisher_delegation(name, &publisher.publics, publisher.threshold)?;
-    let current = state.targets.signed.signed.delegations.as_ref();
-    let matches = current
-        .and_then(|d| d.roles.iter().find(|r| &r.name == name))
-        .is_some_and(|r| r.keyids == wanted.keyids && r.threshold == wanted.threshold);
-    if !matches {
+    let delegation = super::publishers::delegation(
+        Some(&state.targets.signed.signed),
+        name,
+        &publisher.publics,
+        publisher.threshold,
+    );
+    if delegation != Delegation::Current {
+        let wanted = publisher_delegation(name, &publisher.publics, publisher.threshold)?;
         // The delegation enters targets together with the role it names (first publish),
         // or moves to the keys `publisher rotate-key` registered, together with the role
         // re-signed by them: clients never see a role its delegation does not verify.
@@ -296,9 +300,9 @@ pub async fn accept_update(
     };
     let (files, snapshot_version) =
         signed_files(keys, &state, &who, &role, role_bytes, now).await?;
-    if yanked.is_empty() {
-        // A re-sign: versions keep the signer recorded when they were published; only
-        // the metadata that vouches for them changes.
+    if kind == RoleUpdate::Resign {
+        // Versions keep the signer recorded when they were published; only the metadata
+        // that vouches for them changes.
         store.put_metadata(&files).await?;
     } else {
         let hashes: Vec<String> = yanked

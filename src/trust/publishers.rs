@@ -81,17 +81,48 @@ pub async fn rotate(
     store
         .replace_publisher_keys(name, &hexes, threshold)
         .await?;
-    let delegated = match super::state::current(store).await? {
-        Some(state) => state
-            .targets
-            .signed
-            .signed
-            .delegations
-            .as_ref()
-            .is_some_and(|d| d.roles.iter().any(|r| r.name == name)),
-        None => false,
+    let targets = super::state::current(store)
+        .await?
+        .map(|s| s.targets.signed.signed);
+    Ok(delegation(targets.as_ref(), name, keys, threshold) != Delegation::Missing)
+}
+
+/// How the signed delegation to a publisher compares with its registered keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delegation {
+    /// Not in `targets.json` yet: it enters with the publisher's first publish.
+    Missing,
+    /// Names exactly the registered keys and threshold.
+    Current,
+    /// Names other keys (after `publisher rotate-key`) until the publisher re-signs.
+    Stale,
+}
+
+pub fn delegation(
+    targets: Option<&tough::schema::Targets>,
+    name: &str,
+    keys: &[PublicKey],
+    threshold: u64,
+) -> Delegation {
+    let Some(role) = targets
+        .and_then(|t| t.delegations.as_ref())
+        .and_then(|d| d.roles.iter().find(|r| r.name == name))
+    else {
+        return Delegation::Missing;
     };
-    Ok(delegated)
+    let mut signed: Vec<String> = role
+        .keyids
+        .iter()
+        .map(|k| hex::encode(k.as_ref()))
+        .collect();
+    let mut registered: Vec<String> = keys.iter().map(PublicKey::key_id).collect();
+    signed.sort();
+    registered.sort();
+    if signed == registered && role.threshold.get() == threshold {
+        Delegation::Current
+    } else {
+        Delegation::Stale
+    }
 }
 
 /// Distinct hex keys, with a threshold they can meet.

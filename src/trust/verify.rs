@@ -356,20 +356,23 @@ mod tests {
         let d = defs();
         let (_, v1) = first(&f, &d[0]).await;
         let rogue = SigningKey::generate().unwrap();
+        let upload_on_v1 = |delegations: &Delegations, bytes: &[u8], def: &Definition| {
+            verify_upload(
+                "acme",
+                delegations,
+                Some(&v1),
+                bytes,
+                std::slice::from_ref(def),
+                f.now,
+            )
+        };
 
         // Signed by a key the publisher does not have.
         let bytes = build_role("acme", Some(&v1), &d[1], &[&rogue], 1, DAY, f.now)
             .await
             .unwrap();
         assert!(matches!(
-            verify_upload(
-                "acme",
-                &f.delegations,
-                Some(&v1),
-                &bytes,
-                std::slice::from_ref(&d[1]),
-                f.now
-            ),
+            upload_on_v1(&f.delegations, &bytes, &d[1]),
             Err(PublishError::Signature { .. })
         ));
 
@@ -377,15 +380,12 @@ mod tests {
         let second = SigningKey::generate().unwrap();
         let two = delegations_for("acme", &[f.key.public(), second.public()], 2).unwrap();
         assert!(matches!(
-            verify_upload(
-                "acme",
+            upload_on_v1(
                 &two,
-                Some(&v1),
                 &build_role("acme", Some(&v1), &d[1], &[&f.key], 1, DAY, f.now)
                     .await
                     .unwrap(),
-                std::slice::from_ref(&d[1]),
-                f.now
+                &d[1]
             ),
             Err(PublishError::Signature { .. })
         ));
@@ -393,14 +393,7 @@ mod tests {
         // Version not incremented: a replay of v1 on top of v1.
         let (v1_bytes, _) = first(&f, &d[0]).await;
         assert!(matches!(
-            verify_upload(
-                "acme",
-                &f.delegations,
-                Some(&v1),
-                &v1_bytes,
-                std::slice::from_ref(&d[0]),
-                f.now
-            ),
+            upload_on_v1(&f.delegations, &v1_bytes, &d[0]),
             Err(PublishError::Stale { got: 1, current: 1 })
         ));
 
@@ -409,14 +402,7 @@ mod tests {
             .await
             .unwrap();
         assert!(matches!(
-            verify_upload(
-                "acme",
-                &f.delegations,
-                Some(&v1),
-                &bytes,
-                std::slice::from_ref(&d[2]),
-                f.now
-            ),
+            upload_on_v1(&f.delegations, &bytes, &d[2]),
             Err(PublishError::WrongTargets { .. })
         ));
 
@@ -429,14 +415,7 @@ mod tests {
         );
         let signed = resign(&f, role).await;
         assert!(matches!(
-            verify_upload(
-                "acme",
-                &f.delegations,
-                Some(&v1),
-                &signed,
-                std::slice::from_ref(&d[1]),
-                f.now
-            ),
+            upload_on_v1(&f.delegations, &signed, &d[1]),
             Err(PublishError::OutsidePath(..))
         ));
 
@@ -450,14 +429,7 @@ mod tests {
         );
         let signed = resign(&f, role).await;
         assert!(matches!(
-            verify_upload(
-                "acme",
-                &f.delegations,
-                Some(&v1),
-                &signed,
-                std::slice::from_ref(&d[1]),
-                f.now
-            ),
+            upload_on_v1(&f.delegations, &signed, &d[1]),
             Err(PublishError::Immutable(_))
         ));
 
@@ -474,14 +446,7 @@ mod tests {
         .await
         .unwrap();
         assert!(matches!(
-            verify_upload(
-                "acme",
-                &f.delegations,
-                Some(&v1),
-                &bytes,
-                std::slice::from_ref(&d[1]),
-                f.now
-            ),
+            upload_on_v1(&f.delegations, &bytes, &d[1]),
             Err(PublishError::Expiry)
         ));
 

@@ -94,6 +94,13 @@ pub struct Client {
 }
 
 impl Client {
+    pub fn new(url: &str) -> Client {
+        Client {
+            http: reqwest::Client::new(),
+            url: url.to_owned(),
+        }
+    }
+
     pub async fn role(&self, publisher: &str) -> Option<Signed<Targets>> {
         let r = self
             .http
@@ -119,13 +126,21 @@ impl Client {
             "definition": String::from_utf8(def.to_vec()).unwrap(),
             "role": String::from_utf8(role.to_vec()).unwrap(),
         });
+        self.post(&format!("{publisher}/definitions"), token, &body)
+            .await
+    }
+
+    /// POSTs JSON to `/api/v1/publishers/{path}`; returns status and JSON body.
+    pub async fn post(
+        &self,
+        path: &str,
+        token: Option<&str>,
+        body: &serde_json::Value,
+    ) -> (u16, serde_json::Value) {
         let mut req = self
             .http
-            .post(format!(
-                "{}/api/v1/publishers/{publisher}/definitions",
-                self.url
-            ))
-            .json(&body);
+            .post(format!("{}/api/v1/publishers/{path}", self.url))
+            .json(body);
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
