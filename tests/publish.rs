@@ -294,7 +294,7 @@ async fn refuses_a_wrong_publisher_key() {
         &role,
         403,
         "bad_signature",
-        "not signed by 1 of publisher acme's keys",
+        "role acme is not signed by 1 of the publisher keys",
     )
     .await;
 }
@@ -353,7 +353,7 @@ async fn refuses_signatures_below_the_threshold() {
         body["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("not signed by 2 of publisher gamma's keys")
+            .contains("role gamma is not signed by 2 of the publisher keys")
     );
     let both = build_role(
         "gamma",

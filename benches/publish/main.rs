@@ -6,10 +6,12 @@
 //! 1. `marketplace repo init` and `marketplace publisher add` (the real CLI);
 //! 2. seeds each publisher's definitions through the library's server-side `accept`
 //!    (the same verification as the HTTP API) as one signed batch per publisher;
-//! 3. starts `marketplace serve` and times sequential publishes the way
-//!    `marketplace publish` does them: fetch the current role, check the publisher's
-//!    signature on it, add the target, sign, upload definition and role, wait for 201;
-//! 4. downloads timestamp, snapshot, targets and the publisher's role and reports sizes.
+//! 3. starts `marketplace serve` and times sequential publishes through the library
+//!    code `marketplace publish` runs (`trust::uploader`): fetch the current role and the
+//!    bin the new target falls in, check the publisher's signatures, add the target,
+//!    sign, upload definition and changed roles, wait for 201;
+//! 4. downloads timestamp, snapshot, targets and the publisher's role and reports sizes
+//!    (with the bins the role delegates, past 1,024 targets).
 //!
 //! `cargo bench --bench publish`; `BENCH_DEFINITIONS` (default 10000) and
 //! `BENCH_PUBLISHES` (default 30) make it smaller. Exits non-zero when p50 > 100 ms.
@@ -27,10 +29,11 @@ use generate::{PluginBase, Rng, db_size, plugin_yaml};
 use marketplace::definition::Definition;
 use marketplace::store::Store;
 use marketplace::trust::SigningKey;
-use marketplace::trust::publish::{build_role, build_role_adding, delegations_for};
+use marketplace::trust::publish::{Change, Current, Limits, Plan, plan};
+use marketplace::trust::roleset::RoleUpload;
 use marketplace::trust::state::OnlineKeys;
+use marketplace::trust::uploader::PublisherClient;
 use server::{Server, env_number};
-use tough::schema::{Signed, Targets};
 
 type BoxError = Box<dyn std::error::Error>;
 
@@ -141,9 +144,27 @@ async fn layout(definitions: usize, publishers: usize, publishes: usize) -> Resu
     let now = marketplace::clock::now();
     for (p, defs) in pubs.iter().zip(&by_publisher) {
         let adding: Vec<(&Definition, bool)> = defs.iter().map(|d| (d, false)).collect();
-        let role = build_role_adding(&p.name, None, &adding, &[&p.key], 1, YEAR, now).await?;
+        let change = Change::Add(adding);
+        let current = Current::default();
+        let Plan::Ready(upload) = plan(
+            &p.name,
+            &current,
+            &change,
+            &[&p.key],
+            YEAR,
+            now,
+            Limits::default(),
+        )
+        .await?
+        else {
+            return Err("a first publish needs no bins fetched".into());
+        };
+        let upload = RoleUpload {
+            top: upload.top,
+            bins: upload.bins,
+        };
         let bytes: Vec<&[u8]> = defs.iter().map(|d| d.bytes.as_slice()).collect();
-        marketplace::trust::accept::accept(&store, &keys, &p.name, &bytes, &role, now).await?;
+        marketplace::trust::accept::accept(&store, &keys, &p.name, &bytes, &upload, now).await?;
     }
     store.close().await;
     println!("seeded in {:.1} s", started.elapsed().as_secs_f64());
@@ -151,13 +172,14 @@ async fn layout(definitions: usize, publishers: usize, publishes: usize) -> Resu
     let server = Server::start(&data)?;
     let http = reqwest::Client::new();
     let who = &pubs[0];
+    let client = PublisherClient::connect(&server.base, &who.token).await?;
     let mut times = Vec::with_capacity(publishes);
     for n in 0..publishes {
         let base = PluginBase::new(definitions + 1 + n, definitions + publishes, &mut rng);
         let yaml = plugin_yaml(&base, "v1.0.0", &mut rng);
         let def = Definition::parse(yaml.as_bytes()).map_err(|e| e.to_string())?;
         let t = Instant::now();
-        publish_once(&http, &server.base, who, &def).await?;
+        publish_once(&client, who, &def).await?;
         times.push(t.elapsed());
     }
     times.sort();
@@ -180,42 +202,25 @@ async fn layout(definitions: usize, publishers: usize, publishes: usize) -> Resu
     Ok(p50 <= TARGET_P50_MS)
 }
 
-/// What `marketplace publish` does, minus process start and local file reading.
+/// What `marketplace publish` does, minus process start, the token lookup and local
+/// file reading: fetch the current role (and the bin the target falls in), check the
+/// publisher's signatures, add, sign, upload, wait for 201.
 async fn publish_once(
-    http: &reqwest::Client,
-    base: &str,
+    client: &PublisherClient,
     who: &Publisher,
     def: &Definition,
 ) -> Result<(), BoxError> {
-    let resp = http
-        .get(format!("{base}/api/v1/publishers/{}/role", who.name))
-        .send()
-        .await?
-        .error_for_status()?;
-    let current: Signed<Targets> = serde_json::from_slice(&resp.bytes().await?)?;
-    delegations_for(&who.name, &[who.key.public()], 1)?.verify_role(&current, &who.name)?;
-    let role = build_role(
-        &who.name,
-        Some(&current),
-        def,
-        &[&who.key],
-        1,
-        YEAR,
-        marketplace::clock::now(),
-    )
-    .await?;
-    let resp = http
-        .post(format!("{base}/api/v1/publishers/{}/definitions", who.name))
-        .bearer_auth(&who.token)
-        .json(&serde_json::json!({
-            "definition": std::str::from_utf8(&def.bytes)?,
-            "role": String::from_utf8(role)?,
-        }))
-        .send()
+    client
+        .update(
+            "definitions",
+            &[who.key.public()],
+            &Change::Add(vec![(def, false)]),
+            &[&who.key],
+            YEAR,
+            Limits::default(),
+            serde_json::json!({ "definition": std::str::from_utf8(&def.bytes)? }),
+        )
         .await?;
-    if resp.status() != 201 {
-        return Err(format!("publish answered {}: {}", resp.status(), resp.text().await?).into());
-    }
     Ok(())
 }
 
@@ -239,8 +244,29 @@ async fn sizes(http: &reqwest::Client, base: &str, publisher: &str) -> Result<()
     .await?;
     let root = get("root.json".into()).await?;
     let kib = |n: usize| n as f64 / 1024.0;
+    // The bins the publisher's role delegates now (older layouts' bins stay listed).
+    let top: serde_json::Value = serde_json::from_slice(&role)?;
+    let bins: Vec<usize> = top["signed"]["delegations"]["roles"]
+        .as_array()
+        .map(|roles| {
+            roles
+                .iter()
+                .filter_map(|r| meta[format!("{}.json", r["name"].as_str()?)]["length"].as_u64())
+                .map(|n| n as usize)
+                .collect()
+        })
+        .unwrap_or_default();
+    let bins_note = match bins.iter().max() {
+        None => String::new(),
+        Some(max) => format!(
+            ", {} bins of {:.1} KiB on average, {:.1} KiB at most",
+            bins.len(),
+            kib(bins.iter().sum::<usize>()) / bins.len() as f64,
+            kib(*max)
+        ),
+    };
     println!(
-        "metadata sizes: root {:.1} KiB, timestamp {:.1} KiB, snapshot {:.1} KiB ({} roles), targets {:.1} KiB, {publisher} {:.1} KiB",
+        "metadata sizes: root {:.1} KiB, timestamp {:.1} KiB, snapshot {:.1} KiB ({} roles), targets {:.1} KiB, {publisher} {:.1} KiB{bins_note}",
         kib(root.len()),
         kib(timestamp.len()),
         kib(snapshot.len()),

@@ -5,13 +5,11 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use tough::schema::{Signed, Targets};
 
 use crate::definition::Definition;
-use crate::trust::publish::{build_role_adding, delegations_for};
-use crate::trust::{PublicKey, SigningKey};
-
-const ATTEMPTS: usize = 3;
+use crate::trust::publish::{Change, Limits};
+use crate::trust::uploader::PublisherClient;
+use crate::trust::{PublicKey, SigningKey, bins};
 
 #[derive(Debug, Args)]
 pub struct PublishArgs {
@@ -38,24 +36,42 @@ pub(super) struct PublisherOptions {
     /// Lifetime of the signed role metadata.
     #[arg(long, default_value = "365d", value_parser = super::repo::parse_lifetime)]
     pub expires: Duration,
+    /// Past this many targets the role delegates hashed bins, so that a publish
+    /// re-signs and uploads one bin instead of every target.
+    #[arg(long, default_value_t = bins::FLAT_MAX_TARGETS, value_parser = positive)]
+    pub flat_max_targets: usize,
+    /// Past this many targets in one bin, every bin moves to longer hash prefixes
+    /// (16 bins, then 256).
+    #[arg(long, default_value_t = bins::BIN_MAX_TARGETS, value_parser = positive)]
+    pub bin_max_targets: usize,
+}
+
+fn positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("`{s}` is not a positive whole number")),
+    }
 }
 
 impl PublisherOptions {
-    /// The signing keys and an HTTP client for the marketplace.
-    pub(super) fn connect(&self) -> anyhow::Result<(Vec<SigningKey>, reqwest::Client)> {
+    /// The signing keys, and the marketplace as this publisher's token sees it.
+    pub(super) async fn connect(&self) -> anyhow::Result<(Vec<SigningKey>, PublisherClient)> {
         let keys = self
             .keys
             .iter()
             .map(|k| SigningKey::load(k))
             .collect::<Result<Vec<_>, _>>()?;
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(60))
-            .build()?;
-        Ok((keys, http))
+        let client = PublisherClient::connect(&self.server, &self.token)
+            .await
+            .with_context(|| format!("connecting to {}", self.server))?;
+        Ok((keys, client))
     }
 
-    pub(super) fn base(&self) -> &str {
-        self.server.trim_end_matches('/')
+    pub(super) fn limits(&self) -> Limits {
+        Limits {
+            flat_max: self.flat_max_targets,
+            bin_max: self.bin_max_targets,
+        }
     }
 }
 
@@ -89,142 +105,55 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("{} is not UTF-8", f.display()))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let (keys, http) = a.publisher.connect()?;
+    let (keys, client) = a.publisher.connect().await?;
     let key_refs: Vec<&SigningKey> = keys.iter().collect();
-    let publisher = whoami(&http, a.publisher.base(), &a.publisher.token).await?;
     let adding: Vec<(&Definition, bool)> = defs.iter().map(|d| (d, false)).collect();
-
-    let trusted = publics(&keys);
-    let done = sign_and_post(
-        &a.publisher,
-        &http,
-        &publisher,
-        &trusted,
-        "definitions",
-        async |current| {
-            let role = build_role_adding(
-                &publisher,
-                current.as_ref(),
-                &adding,
-                &key_refs,
-                keys.len() as u64,
-                a.publisher.expires,
-                crate::clock::now(),
-            )
-            .await?;
-            let role = String::from_utf8(role).expect("signed JSON is UTF-8");
-            Ok(match &texts[..] {
-                [one] => serde_json::json!({ "definition": one, "role": role }),
-                many => serde_json::json!({ "definitions": many, "role": role }),
-            })
-        },
-    )
-    .await?;
+    let extra = match &texts[..] {
+        [one] => serde_json::json!({ "definition": one }),
+        many => serde_json::json!({ "definitions": many }),
+    };
+    let done = client
+        .update(
+            "definitions",
+            &publics(&keys),
+            &Change::Add(adding),
+            &key_refs,
+            a.publisher.expires,
+            a.publisher.limits(),
+            extra,
+        )
+        .await?;
     for def in &defs {
         println!(
-            "published {publisher}/{} {} ({}) as role version {}",
+            "published {}/{} {} ({}) as role version {}{}",
+            client.publisher(),
             def.name(),
             def.version_text(),
             def.hash,
-            done["role_version"]
+            done.answer["role_version"],
+            roles_note(&done.answer)
         );
     }
     Ok(())
 }
 
-/// Fetches the publisher's current role (trusted only with a signature by `trusted`),
-/// lets `sign` turn it into the request body, and POSTs that to
-/// `/api/v1/publishers/P/{path}`. On 409 (another update landed first) it signs again on
-/// fresh metadata, up to [`ATTEMPTS`] times. Returns the server's JSON answer.
-pub(super) async fn sign_and_post(
-    opts: &PublisherOptions,
-    http: &reqwest::Client,
-    publisher: &str,
-    trusted: &[PublicKey],
-    path: &str,
-    mut sign: impl AsyncFnMut(Option<Signed<Targets>>) -> anyhow::Result<serde_json::Value>,
-) -> anyhow::Result<serde_json::Value> {
-    let base = opts.base();
-    for attempt in 1..=ATTEMPTS {
-        let current = current_role(http, base, publisher, trusted).await?;
-        let body = sign(current).await?;
-        let resp = http
-            .post(format!("{base}/api/v1/publishers/{publisher}/{path}"))
-            .bearer_auth(&opts.token)
-            .json(&body)
-            .send()
-            .await?;
-        if resp.status() == reqwest::StatusCode::CONFLICT && attempt < ATTEMPTS {
-            eprintln!(
-                "the index changed while signing (attempt {attempt}); signing again on fresh metadata"
-            );
-            continue;
-        }
-        return checked(resp).await;
+/// ", bins acme.3 v7" when the update re-signed bins; nothing for a flat role.
+pub(super) fn roles_note(answer: &serde_json::Value) -> String {
+    let Some(roles) = answer["roles"].as_object() else {
+        return String::new();
+    };
+    let bins: Vec<String> = roles
+        .iter()
+        .filter(|(n, _)| n.contains('.'))
+        .map(|(n, v)| format!("{n} v{v}"))
+        .collect();
+    match bins.len() {
+        0 => String::new(),
+        1..=4 => format!(", bin {}", bins.join(", ")),
+        n => format!(", {n} bins"),
     }
-    unreachable!("the last attempt returns")
-}
-
-/// The publisher's current role, accepted only if it carries a signature by one of
-/// `trusted` (the publisher's own keys): a server must not be able to slip targets into what the publisher signs.
-pub(super) async fn current_role(
-    http: &reqwest::Client,
-    base: &str,
-    publisher: &str,
-    trusted: &[PublicKey],
-) -> anyhow::Result<Option<Signed<Targets>>> {
-    let resp = http
-        .get(format!("{base}/api/v1/publishers/{publisher}/role"))
-        .send()
-        .await?;
-    if resp.status() == reqwest::StatusCode::NOT_FOUND {
-        return Ok(None);
-    }
-    let resp = resp.error_for_status()?;
-    let role: Signed<Targets> = serde_json::from_slice(&resp.bytes().await?)
-        .context("the server's role metadata is not TUF targets metadata")?;
-    delegations_for(publisher, trusted, 1)?
-        .verify_role(&role, publisher)
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "refusing to build on role metadata that none of these keys signed: {e} \
-                 (after `marketplace publisher rotate-key`, sign with the new key; a role \
-                 still signed by the old one moves with `marketplace resign --old-key OLD_PUBKEY`)"
-            )
-        })?;
-    Ok(Some(role))
-}
-
-/// The publisher a token belongs to.
-pub(super) async fn whoami(
-    http: &reqwest::Client,
-    base: &str,
-    token: &str,
-) -> anyhow::Result<String> {
-    let who = checked(
-        http.get(format!("{base}/api/v1/publishers/me"))
-            .bearer_auth(token)
-            .send()
-            .await?,
-    )
-    .await?;
-    Ok(who["publisher"]
-        .as_str()
-        .context("the server did not say which publisher the token belongs to")?
-        .to_owned())
 }
 
 pub(super) fn publics(keys: &[SigningKey]) -> Vec<PublicKey> {
     keys.iter().map(SigningKey::public).collect()
-}
-
-/// The JSON body of a successful response, or the server's error message.
-pub(super) async fn checked(resp: reqwest::Response) -> anyhow::Result<serde_json::Value> {
-    let status = resp.status();
-    let body: serde_json::Value = resp.json().await.unwrap_or(serde_json::Value::Null);
-    if !status.is_success() {
-        let msg = body["error"]["message"].as_str().unwrap_or("no details");
-        bail!("the server refused ({status}): {msg}");
-    }
-    Ok(body)
 }

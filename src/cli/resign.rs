@@ -5,8 +5,8 @@
 use anyhow::Context;
 use clap::Args;
 
-use super::publish::{PublisherOptions, publics, sign_and_post, whoami};
-use crate::trust::publish::build_resign;
+use super::publish::{PublisherOptions, publics};
+use crate::trust::publish::Change;
 use crate::trust::{PublicKey, SigningKey};
 
 #[derive(Debug, Args)]
@@ -26,47 +26,37 @@ pub fn run(args: ResignArgs) -> anyhow::Result<()> {
 }
 
 async fn resign(a: ResignArgs) -> anyhow::Result<()> {
-    let (keys, http) = a.publisher.connect()?;
+    let (keys, client) = a.publisher.connect().await?;
     let key_refs: Vec<&SigningKey> = keys.iter().collect();
     let mut trusted = publics(&keys);
     for k in &a.old_keys {
         trusted.push(PublicKey::parse(k).with_context(|| format!("--old-key {k}"))?);
     }
-    let publisher = whoami(&http, a.publisher.base(), &a.publisher.token).await?;
-
-    let mut count = 0;
-    let done = sign_and_post(
-        &a.publisher,
-        &http,
-        &publisher,
-        &trusted,
-        "role",
-        async |current| {
-            let current = current.with_context(|| {
-                format!("{publisher} has published nothing; there is no role to re-sign")
-            })?;
-            count = current.signed.targets.len();
-            let role = build_resign(
-                &publisher,
-                &current,
-                &key_refs,
-                keys.len() as u64,
-                a.publisher.expires,
-                crate::clock::now(),
-            )
-            .await?;
-            Ok(serde_json::json!({ "role": String::from_utf8(role).expect("signed JSON is UTF-8") }))
-        },
-    )
-    .await?;
+    let done = client
+        .update(
+            "role",
+            &trusted,
+            &Change::Resign,
+            &key_refs,
+            a.publisher.expires,
+            a.publisher.limits(),
+            serde_json::json!({}),
+        )
+        .await?;
+    let bins = match done.bins {
+        0 => String::new(),
+        n => format!(" in {n} bins"),
+    };
     println!(
-        "re-signed {publisher}'s {count} target(s) with key(s) {} (role version {})",
+        "re-signed {}'s {} target(s){bins} with key(s) {} (role version {})",
+        client.publisher(),
+        done.targets,
         publics(&keys)
             .iter()
             .map(PublicKey::key_id)
             .collect::<Vec<_>>()
             .join(", "),
-        done["role_version"]
+        done.answer["role_version"]
     );
     Ok(())
 }

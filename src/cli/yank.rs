@@ -1,12 +1,12 @@
 //! `marketplace yank PUBLISHER/NAME@VERSION --server URL --key KEY`
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 
-use super::publish::{PublisherOptions, publics, sign_and_post};
+use super::publish::{PublisherOptions, publics, roles_note};
 use crate::definition::parse_version;
 use crate::trust::SigningKey;
-use crate::trust::publish::build_yank;
+use crate::trust::publish::Change;
 
 #[derive(Debug, Args)]
 pub struct YankArgs {
@@ -33,34 +33,30 @@ async fn yank(a: YankArgs) -> anyhow::Result<()> {
     let version =
         parse_version(version).with_context(|| format!("`{version}` is not a semantic version"))?;
     let target = format!("{publisher}/{name}/{version}.yaml");
-    let (keys, http) = a.publisher.connect()?;
+    let (keys, client) = a.publisher.connect().await?;
+    if client.publisher() != publisher {
+        anyhow::bail!(
+            "the token belongs to publisher {}, not {publisher}",
+            client.publisher()
+        );
+    }
     let key_refs: Vec<&SigningKey> = keys.iter().collect();
-    let trusted = publics(&keys);
-    let done = sign_and_post(
-        &a.publisher,
-        &http,
-        publisher,
-        &trusted,
-        "yank",
-        async |current| {
-            let Some(current) = current else {
-                bail!("{publisher} has published nothing");
-            };
-            let role = build_yank(
-                publisher,
-                &current,
-                std::slice::from_ref(&target),
-                &key_refs,
-                keys.len() as u64,
-                a.publisher.expires,
-                crate::clock::now(),
-            )
-            .await
-            .with_context(|| format!("{target} is not in {publisher}'s published metadata"))?;
-            Ok(serde_json::json!({ "role": String::from_utf8(role).expect("signed JSON is UTF-8") }))
-        },
-    )
-    .await?;
-    println!("yanked {target} (role version {})", done["role_version"]);
+    let done = client
+        .update(
+            "yank",
+            &publics(&keys),
+            &Change::Yank(vec![target.clone()]),
+            &key_refs,
+            a.publisher.expires,
+            a.publisher.limits(),
+            serde_json::json!({}),
+        )
+        .await
+        .with_context(|| format!("yanking {target}"))?;
+    println!(
+        "yanked {target} (role version {}{})",
+        done.answer["role_version"],
+        roles_note(&done.answer)
+    );
     Ok(())
 }

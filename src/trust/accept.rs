@@ -1,6 +1,8 @@
 //! Server side of publishing and yanking, after authentication: verify the upload,
 //! then store it with new signed metadata in one transaction.
 
+use std::collections::BTreeMap;
+
 use tough::schema::{Delegations, KeyHolder, Signed, Snapshot, Targets, Timestamp};
 
 use super::metadata::{
@@ -8,8 +10,9 @@ use super::metadata::{
 };
 use super::publish::delegations_for;
 use super::publishers::Delegation;
+use super::roleset::{CurrentRoles, Registered, RoleUpload, Verified, verify_set};
 use super::state::{OnlineKeys, State};
-use super::verify::{PublishError, verify_resign, verify_upload, verify_yank};
+use super::verify::{PublishError, check_publish, check_resign, check_yank};
 use super::{PublicKey, TrustError};
 use crate::definition::Definition;
 use crate::store::{Store, StoreError, StoredMetadata};
@@ -23,7 +26,10 @@ pub struct Published {
     pub changed: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hash: Option<String>,
+    /// The version of the publisher's top role after the change.
     pub role_version: u64,
+    /// Every role the upload stored (top role and/or bins) with its new version.
+    pub roles: BTreeMap<String, u64>,
     pub snapshot_version: u64,
 }
 
@@ -60,22 +66,111 @@ impl From<StoreError> for AcceptError {
     }
 }
 
-/// The current role of a publisher as the newest snapshot lists it.
+/// The current version of a role (a publisher's top role or one of its bins) as the
+/// newest snapshot lists it.
 pub async fn current_role(
     store: &Store,
     snapshot: &Snapshot,
-    publisher: &str,
+    role: &str,
 ) -> Result<Option<(StoredMetadata, Signed<Targets>)>, TrustError> {
-    let Some(meta) = snapshot.meta.get(&format!("{publisher}.json")) else {
+    let Some(meta) = snapshot.meta.get(&format!("{role}.json")) else {
         return Ok(None);
     };
     let stored = store
-        .metadata(publisher, meta.version.get())
+        .metadata(role, meta.version.get())
         .await?
-        .ok_or_else(|| TrustError::Corrupt(format!("{publisher} v{} is missing", meta.version)))?;
+        .ok_or_else(|| TrustError::Corrupt(format!("{role} v{} is missing", meta.version)))?;
     let signed = serde_json::from_slice(&stored.bytes)
-        .map_err(|e| TrustError::Corrupt(format!("{publisher}: {e}")))?;
+        .map_err(|e| TrustError::Corrupt(format!("{role}: {e}")))?;
     Ok(Some((stored, signed)))
+}
+
+/// A publisher's current top role and the bins `names`; a delegated bin the snapshot
+/// does not list is corruption (clients could not load the index).
+async fn load_roles(
+    store: &Store,
+    snapshot: &Snapshot,
+    publisher: &str,
+    top: Option<Signed<Targets>>,
+    names: &[String],
+) -> Result<CurrentRoles, TrustError> {
+    let mut bins = BTreeMap::new();
+    let delegated = |n: &String| {
+        top.as_ref()
+            .and_then(|t| t.signed.delegations.as_ref())
+            .is_some_and(|d| d.roles.iter().any(|r| &r.name == n))
+    };
+    for name in names {
+        match current_role(store, snapshot, name).await? {
+            Some((_, bin)) => {
+                bins.insert(name.clone(), bin);
+            }
+            None if delegated(name) => {
+                return Err(TrustError::Corrupt(format!(
+                    "{publisher}'s role delegates {name}, which the snapshot does not list"
+                )));
+            }
+            None => {}
+        }
+    }
+    Ok(CurrentRoles { top, bins })
+}
+
+/// What the server holds now for the roles an upload touches, and its verdict on them.
+async fn verify_upload(
+    store: &Store,
+    state: &State,
+    who: &PublisherKeys,
+    upload: &RoleUpload,
+    now: i64,
+) -> Result<(CurrentRoles, Verified), AcceptError> {
+    let snapshot = &state.snapshot.signed.signed;
+    let top = current_role(store, snapshot, &who.name)
+        .await?
+        .map(|(_, s)| s);
+    let names = CurrentRoles::bins_needed(&who.name, top.as_ref(), upload);
+    let current = load_roles(store, snapshot, &who.name, top, &names).await?;
+    let registered = Registered {
+        publisher: &who.name,
+        keys: &who.publics,
+        threshold: who.threshold,
+        delegations: &who.delegations,
+    };
+    let verified = verify_set(&registered, snapshot, &current, upload, now)?;
+    Ok((current, verified))
+}
+
+/// Every key that signed one of the uploaded roles.
+fn signers(verified: &Verified) -> Vec<String> {
+    let mut ids: Vec<String> = verified
+        .roles
+        .iter()
+        .flat_map(|(_, r, _)| r.signatures.iter().map(|s| hex::encode(s.keyid.as_ref())))
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+fn outcome(
+    publisher: &str,
+    changed: Vec<String>,
+    hash: Option<String>,
+    verified: &Verified,
+    snapshot_version: u64,
+) -> Published {
+    Published {
+        publisher: publisher.into(),
+        changed,
+        hash,
+        role_version: verified.top_version,
+        roles: verified
+            .roles
+            .iter()
+            .map(|(n, r, _)| (n.clone(), r.signed.version.get()))
+            .collect(),
+        snapshot_version,
+    }
 }
 
 /// A registered publisher's keys, as the server checks them.
@@ -105,29 +200,31 @@ async fn publisher_keys(store: &Store, name: &str) -> Result<PublisherKeys, Acce
     })
 }
 
-/// The role as uploaded, targets when the delegation is new or names other keys than the
-/// registered ones, and the snapshot and timestamp that publish them.
+/// The roles as uploaded, targets when the delegation is new or names other keys than
+/// the registered ones, and the snapshot and timestamp that publish them.
 async fn signed_files(
     keys: &OnlineKeys,
     state: &State,
     publisher: &PublisherKeys,
-    role: &Signed<Targets>,
-    role_bytes: &[u8],
+    roles: &[(String, Signed<Targets>, Vec<u8>)],
     now: i64,
 ) -> Result<(Vec<StoredMetadata>, u64), AcceptError> {
     let name = &publisher.name;
-    let role_version = role.signed.version.get();
     let holder = KeyHolder::Root(state.root.signed.signed.clone());
-    let mut files = vec![StoredMetadata {
-        role: name.clone(),
-        version: role_version,
-        bytes: role_bytes.to_vec(),
-        sha256: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(role_bytes)),
-        expires_at: role.signed.expires.as_second(),
-        created_at: now,
-    }];
+    let mut files = Vec::new();
     let mut snapshot_meta = state.snapshot.signed.signed.meta.clone();
-    snapshot_meta.insert(format!("{name}.json"), metafile(role_version, role_bytes));
+    for (role_name, role, bytes) in roles {
+        let role_version = role.signed.version.get();
+        files.push(StoredMetadata {
+            role: role_name.clone(),
+            version: role_version,
+            bytes: bytes.clone(),
+            sha256: hex::encode(<sha2::Sha256 as sha2::Digest>::digest(bytes)),
+            expires_at: role.signed.expires.as_second(),
+            created_at: now,
+        });
+        snapshot_meta.insert(format!("{role_name}.json"), metafile(role_version, bytes));
+    }
     let delegation = super::publishers::delegation(
         Some(&state.targets.signed.signed),
         name,
@@ -202,14 +299,14 @@ async fn signed_files(
     Ok((files, snapshot_version))
 }
 
-/// Publishes `definitions` (one, or a batch) with the publisher's signed `role_bytes`,
-/// which must add exactly those as targets.
+/// Publishes `definitions` (one, or a batch) with the publisher's signed roles, which
+/// must add exactly those as targets.
 pub async fn accept(
     store: &Store,
     keys: &OnlineKeys,
     publisher: &str,
     definitions: &[&[u8]],
-    role_bytes: &[u8],
+    upload: &RoleUpload,
     now: i64,
 ) -> Result<Published, AcceptError> {
     let defs = definitions
@@ -233,35 +330,24 @@ pub async fn accept(
     let state = super::state::current(store)
         .await?
         .ok_or(AcceptError::NotInitialized)?;
-    let current = current_role(store, &state.snapshot.signed.signed, publisher).await?;
-    let role = verify_upload(
-        publisher,
-        &who.delegations,
-        current.as_ref().map(|(_, s)| s),
-        role_bytes,
-        &defs,
-        now,
-    )?;
-    let (files, snapshot_version) =
-        signed_files(keys, &state, &who, &role, role_bytes, now).await?;
-    let signer_ids: Vec<String> = role
-        .signatures
-        .iter()
-        .map(|s| hex::encode(s.keyid.as_ref()))
-        .collect();
+    let (_, verified) = verify_upload(store, &state, &who, upload, now).await?;
+    check_publish(publisher, &verified.old, &verified.new, &defs)?;
+    let (files, snapshot_version) = signed_files(keys, &state, &who, &verified.roles, now).await?;
     store
-        .publish(publisher, &defs, &signer_ids, &files, now)
+        .publish(publisher, &defs, &signers(&verified), &files, now)
         .await?;
-    Ok(Published {
-        publisher: publisher.into(),
-        changed: defs
-            .iter()
-            .map(|d| format!("{} {}", d.name(), d.version_text()))
-            .collect(),
-        hash: (defs.len() == 1).then(|| defs[0].hash.clone()),
-        role_version: role.signed.version.get(),
+    let changed = defs
+        .iter()
+        .map(|d| format!("{} {}", d.name(), d.version_text()))
+        .collect();
+    let hash = (defs.len() == 1).then(|| defs[0].hash.clone());
+    Ok(outcome(
+        publisher,
+        changed,
+        hash,
+        &verified,
         snapshot_version,
-    })
+    ))
 }
 
 /// A signed role update that adds no definition.
@@ -269,7 +355,7 @@ pub async fn accept(
 pub enum RoleUpdate {
     /// Marks targets yanked; they leave listings but stay downloadable by hash.
     Yank,
-    /// The same targets re-signed: renews expiry, or moves the role onto keys
+    /// The same targets re-signed: renews expiry, or moves the roles onto keys
     /// `publisher rotate-key` registered.
     Resign,
 }
@@ -281,25 +367,25 @@ pub async fn accept_update(
     keys: &OnlineKeys,
     publisher: &str,
     kind: RoleUpdate,
-    role_bytes: &[u8],
+    upload: &RoleUpload,
     now: i64,
 ) -> Result<Published, AcceptError> {
     let who = publisher_keys(store, publisher).await?;
     let state = super::state::current(store)
         .await?
         .ok_or(AcceptError::NotInitialized)?;
-    let (_, current) = current_role(store, &state.snapshot.signed.signed, publisher)
-        .await?
-        .ok_or_else(|| AcceptError::NothingPublished(publisher.into()))?;
-    let (role, yanked) = match kind {
-        RoleUpdate::Yank => verify_yank(publisher, &who.delegations, &current, role_bytes, now)?,
-        RoleUpdate::Resign => (
-            verify_resign(publisher, &who.delegations, &current, role_bytes, now)?,
-            Vec::new(),
-        ),
+    let (current, verified) = verify_upload(store, &state, &who, upload, now).await?;
+    if current.top.is_none() {
+        return Err(AcceptError::NothingPublished(publisher.into()));
+    }
+    let yanked = match kind {
+        RoleUpdate::Yank => check_yank(&verified.old, &verified.new)?,
+        RoleUpdate::Resign => {
+            check_resign(&verified.old, &verified.new)?;
+            Vec::new()
+        }
     };
-    let (files, snapshot_version) =
-        signed_files(keys, &state, &who, &role, role_bytes, now).await?;
+    let (files, snapshot_version) = signed_files(keys, &state, &who, &verified.roles, now).await?;
     if kind == RoleUpdate::Resign {
         // Versions keep the signer recorded when they were published; only the metadata
         // that vouches for them changes.
@@ -308,74 +394,99 @@ pub async fn accept_update(
         let hashes: Vec<String> = yanked
             .iter()
             .map(|n| {
-                let t =
-                    &role.signed.targets[&tough::TargetName::new(n.as_str()).expect("verified")];
+                let t = &verified.new[&tough::TargetName::new(n.as_str()).expect("verified")];
                 format!("sha256:{}", hex::encode(t.hashes.sha256.as_ref()))
             })
             .collect();
         store.yank(publisher, &hashes, &files, now).await?;
     }
-    Ok(Published {
-        publisher: publisher.into(),
-        changed: yanked,
-        hash: None,
-        role_version: role.signed.version.get(),
+    Ok(outcome(
+        publisher,
+        yanked,
+        None,
+        &verified,
         snapshot_version,
-    })
+    ))
 }
 
-/// Signs into the built-in publisher's role every stored built-in it does not list yet
-/// (a new binary brought new definitions). Returns how many were added.
+/// Signs into the built-in publisher's roles every stored built-in they do not list
+/// yet (a new binary brought new definitions), through the same checks as an upload.
+/// Returns how many were added.
 pub async fn sign_new_builtins(
     store: &Store,
     keys: &OnlineKeys,
     now: i64,
 ) -> Result<usize, AcceptError> {
+    use super::publish::{Change, Current, Limits, Plan, plan};
     use crate::catalog::builtin::BUILTIN_PUBLISHER;
     let Some(state) = super::state::current(store).await? else {
         return Ok(0);
     };
-    let Some((stored_role, current)) =
-        current_role(store, &state.snapshot.signed.signed, BUILTIN_PUBLISHER).await?
-    else {
+    let snapshot = &state.snapshot.signed.signed;
+    let Some((stored_top, top)) = current_role(store, snapshot, BUILTIN_PUBLISHER).await? else {
         return Err(TrustError::Corrupt(format!("the {BUILTIN_PUBLISHER} role is missing")).into());
     };
+    let names: Vec<String> = match super::bins::prefix_len(BUILTIN_PUBLISHER, &top.signed) {
+        Some(_) => top
+            .signed
+            .delegations
+            .iter()
+            .flat_map(|d| d.roles.iter().map(|r| r.name.clone()))
+            .collect(),
+        None => Vec::new(),
+    };
+    let loaded = load_roles(store, snapshot, BUILTIN_PUBLISHER, Some(top), &names).await?;
+    let listed: std::collections::HashSet<String> = loaded
+        .top
+        .iter()
+        .chain(loaded.bins.values())
+        .flat_map(|r| r.signed.targets.keys().map(|t| t.raw().to_owned()))
+        .collect();
     let defs = store.publisher_definitions(BUILTIN_PUBLISHER).await?;
     let missing: Vec<(&Definition, bool)> = defs
         .iter()
-        .filter(|(d, _)| {
-            let name = super::metadata::target_name(BUILTIN_PUBLISHER, d);
-            !current.signed.targets.keys().any(|t| t.raw() == name)
-        })
+        .filter(|(d, _)| !listed.contains(&super::metadata::target_name(BUILTIN_PUBLISHER, d)))
         .map(|(d, y)| (d, *y))
         .collect();
     if missing.is_empty() {
         return Ok(0);
     }
-    let who = publisher_keys(store, BUILTIN_PUBLISHER).await?;
     let lifetime = std::time::Duration::from_secs(
-        (stored_role.expires_at - stored_role.created_at).max(60) as u64,
+        (stored_top.expires_at - stored_top.created_at).max(60) as u64,
     );
-    let bytes = super::publish::build_role_adding(
+    let current = Current {
+        top: loaded.top,
+        bins: loaded.bins,
+    };
+    let change = Change::Add(missing.clone());
+    let upload = match plan(
         BUILTIN_PUBLISHER,
-        Some(&current),
-        &missing,
+        &current,
+        &change,
         &[&keys.builtin],
-        1,
         lifetime,
         now,
+        Limits::default(),
     )
-    .await?;
-    let role: Signed<Targets> =
-        serde_json::from_slice(&bytes).map_err(|e| TrustError::Sign(e.to_string()))?;
-    who.delegations
-        .verify_role(&role, BUILTIN_PUBLISHER)
+    .await?
+    {
+        Plan::Ready(u) => RoleUpload {
+            top: u.top,
+            bins: u.bins,
+        },
+        Plan::Fetch(names) => {
+            return Err(TrustError::Corrupt(format!("bins {names:?} could not be loaded")).into());
+        }
+    };
+    let who = publisher_keys(store, BUILTIN_PUBLISHER).await?;
+    let (_, verified) = verify_upload(store, &state, &who, &upload, now)
+        .await
         .map_err(|e| {
             TrustError::Sign(format!(
                 "the built-in publisher key does not match its registration: {e}"
             ))
         })?;
-    let (files, _) = signed_files(keys, &state, &who, &role, &bytes, now).await?;
+    let (files, _) = signed_files(keys, &state, &who, &verified.roles, now).await?;
     store.put_metadata(&files).await?;
     store
         .record_signers(BUILTIN_PUBLISHER, &[keys.builtin.public().key_id()])

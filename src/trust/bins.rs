@@ -89,13 +89,27 @@ pub fn binned_top(
     top
 }
 
-/// The layout of a publisher's top role. A binned one must be exactly what
-/// [`binned_top`] builds for the registered `keys` and `threshold`: no targets of its
-/// own, every prefix of one length, each bin terminating and delegated to those keys.
+/// The prefix length of a top role that delegates bins, read from its first bin's name;
+/// `None` for a role that lists its targets itself. Structure is checked by [`layout`].
+pub fn prefix_len(publisher: &str, role: &Targets) -> Option<usize> {
+    role.delegations
+        .as_ref()?
+        .roles
+        .first()?
+        .name
+        .strip_prefix(&format!("{publisher}."))
+        .map(str::len)
+}
+
+/// The layout of a publisher's top role. A binned one must be what [`binned_top`]
+/// builds: no targets of its own, every prefix of one length, each bin terminating and
+/// delegated to the same keys, all of them registered for the publisher, with at least
+/// the publisher's registered `threshold`. (The publisher chooses which of its keys sign
+/// the bins; the operator's threshold still holds.)
 pub fn layout(
     publisher: &str,
     role: &Targets,
-    keys: &[PublicKey],
+    registered: &[PublicKey],
     threshold: u64,
 ) -> Result<Layout, PublishError> {
     let Some(d) = role
@@ -111,22 +125,47 @@ pub fn layout(
             "a role that delegates bins lists no targets itself".into()
         ));
     }
-    let prefix_len = d
-        .roles
-        .first()
-        .and_then(|r| r.name.strip_prefix(&format!("{publisher}.")))
-        .map(str::len)
+    let prefix_len = prefix_len(publisher, role)
         .filter(|n| (1..=MAX_PREFIX_LEN).contains(n))
         .ok_or_else(|| {
             bad(format!(
                 "bins are named {publisher}.<1 to {MAX_PREFIX_LEN} hex digits>"
             ))
         })?;
-    let expected = binned_top(publisher, keys, threshold, prefix_len, 1, role.expires);
+    let first = &d.roles[0];
+    let signers: Vec<PublicKey> = registered
+        .iter()
+        .filter(|k| {
+            first
+                .keyids
+                .contains(&k.tuf_key().key_id().expect("ed25519 key id"))
+        })
+        .cloned()
+        .collect();
+    let bin_threshold = first.threshold.get();
+    if signers.len() != first.keyids.len() {
+        return Err(bad(
+            "bins must be delegated to keys registered for the publisher".into(),
+        ));
+    }
+    if bin_threshold < threshold || bin_threshold > signers.len() as u64 {
+        return Err(bad(format!(
+            "the bins' threshold must be at least the publisher's threshold {threshold} and at most their {} key(s)",
+            signers.len()
+        )));
+    }
+    let expected = binned_top(
+        publisher,
+        &signers,
+        bin_threshold,
+        prefix_len,
+        1,
+        role.expires,
+    );
     let expected = expected.delegations.expect("built with delegations");
     if d.keys != expected.keys {
         return Err(bad(
-            "bins must be delegated to exactly the publisher's registered keys".into(),
+            "the role must list exactly the keys its bins are delegated to".into(),
         ));
     }
     if d.roles.len() != expected.roles.len() {
@@ -144,7 +183,7 @@ pub fn layout(
             && sorted(&got.keyids) == sorted(&want.keyids);
         if !same {
             return Err(bad(format!(
-                "delegation {} must be `{}`: path hash prefix {}, terminating, threshold {threshold} of the registered keys",
+                "delegation {} must be `{}`: path hash prefix {}, terminating, the same keys and threshold as every bin",
                 got.name,
                 want.name,
                 &want.name[publisher.len() + 1..]
@@ -195,6 +234,10 @@ mod tests {
             );
             // Other keys than the registered ones.
             assert!(layout("acme", &top, std::slice::from_ref(&other), 1).is_err());
+            // One of two registered keys, when the registered threshold is 1, but not 2.
+            let both = [key.clone(), other.clone()];
+            assert!(layout("acme", &top, &both, 1).is_ok());
+            assert!(layout("acme", &top, &both, 2).is_err());
         }
         let top = binned_top("acme", std::slice::from_ref(&key), 1, 1, 2, expires);
         // A missing bin leaves targets no client could find.

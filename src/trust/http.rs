@@ -6,7 +6,8 @@
 //! - `/tuf/metadata/root.json` — the newest root, for bootstrapping by hand;
 //! - `POST /api/v1/publishers/P/definitions` — publish (bearer token of publisher P);
 //! - `POST /api/v1/publishers/P/yank` — yank (bearer token of publisher P);
-//! - `GET /api/v1/publishers/P/role` — P's current role metadata, to sign the next one;
+//! - `GET /api/v1/publishers/P/role[?bin=P.x]` — P's current role metadata (or one of
+//!   its hashed bins), to sign the next one;
 //! - `POST /api/v1/publishers/P/role` — the same targets re-signed (renewal, new keys);
 //! - `GET /api/v1/publishers/me` — which publisher a bearer token belongs to;
 //! - `/tuf/targets/PUBLISHER/NAME/HASH.VERSION.yaml` — immutable definition bytes (also
@@ -153,18 +154,50 @@ async fn target(
         .into_response())
 }
 
-/// The publisher's current role metadata as the newest snapshot lists it; 404 with code
-/// `no_role` before its first publish (the next version is then 1).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoleQuery {
+    /// One of the publisher's hashed bins, `PUBLISHER.PREFIX`, instead of its top role.
+    bin: Option<String>,
+}
+
+/// The publisher's current role metadata (or one of its bins) as the newest snapshot
+/// lists it; 404 with code `no_role` when there is none yet (the next version is then 1).
 async fn current_role(
     State(state): State<AppState>,
     Path(publisher): Path<String>,
+    axum::extract::Query(query): axum::extract::Query<RoleQuery>,
 ) -> Result<Response, HttpError> {
+    let role = match query.bin {
+        None => publisher.clone(),
+        Some(bin) => {
+            let prefix = bin
+                .strip_prefix(&format!("{publisher}."))
+                .unwrap_or_default();
+            if prefix.is_empty()
+                || prefix.len() > super::bins::MAX_PREFIX_LEN
+                || !prefix
+                    .bytes()
+                    .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+            {
+                return Err(HttpError::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    format!(
+                        "bin must be {publisher}.<1 to {} lowercase hex digits>",
+                        super::bins::MAX_PREFIX_LEN
+                    ),
+                ));
+            }
+            bin
+        }
+    };
     let snapshot = crate::trust::state::current(&state.store)
         .await
         .map_err(internal)?
         .ok_or_else(not_initialized)?
         .snapshot;
-    match super::accept::current_role(&state.store, &snapshot.signed.signed, &publisher)
+    match super::accept::current_role(&state.store, &snapshot.signed.signed, &role)
         .await
         .map_err(internal)?
     {
@@ -172,8 +205,33 @@ async fn current_role(
         None => Err(HttpError::new(
             StatusCode::NOT_FOUND,
             "no_role",
-            format!("publisher {publisher} has published nothing yet; the first role version is 1"),
+            format!("role {role} has no version yet; the first version is 1"),
         )),
+    }
+}
+
+/// The signed roles of an upload: `role` (the top role) and/or `bins` (by name).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignedRoles {
+    /// The publisher's signed top role (JSON text), exactly as signed.
+    #[serde(default)]
+    role: Option<String>,
+    /// Hashed bins by role name (`PUBLISHER.PREFIX`), each JSON text exactly as signed.
+    #[serde(default)]
+    bins: std::collections::BTreeMap<String, String>,
+}
+
+impl SignedRoles {
+    fn upload(self) -> super::roleset::RoleUpload {
+        super::roleset::RoleUpload {
+            top: self.role.map(String::into_bytes),
+            bins: self
+                .bins
+                .into_iter()
+                .map(|(n, r)| (n, r.into_bytes()))
+                .collect(),
+        }
     }
 }
 
@@ -187,8 +245,12 @@ struct PublishRequest {
     /// `definition`.
     #[serde(default)]
     definitions: Vec<String>,
-    /// The publisher's signed role metadata (JSON text), exactly as signed.
-    role: String,
+    /// The publisher's signed top role (JSON text), exactly as signed.
+    #[serde(default)]
+    role: Option<String>,
+    /// Changed hashed bins by role name, each exactly as signed.
+    #[serde(default)]
+    bins: std::collections::BTreeMap<String, String>,
 }
 
 async fn publish(
@@ -204,10 +266,15 @@ async fn publish(
             StatusCode::BAD_REQUEST,
             "bad_request",
             format!(
-                "body must be JSON {{\"definition\": YAML text, \"role\": signed JSON text}}: {e}"
+                "body must be JSON {{\"definition\": YAML text, \"role\": signed JSON text, \"bins\": {{name: signed JSON text}}}}: {e}"
             ),
         )
     })?;
+    let upload = SignedRoles {
+        role: request.role,
+        bins: request.bins,
+    }
+    .upload();
     let definitions: Vec<&[u8]> = match (&request.definition, &request.definitions[..]) {
         (Some(one), []) => vec![one.as_bytes()],
         (None, many) if !many.is_empty() => many.iter().map(|d| d.as_bytes()).collect(),
@@ -226,7 +293,7 @@ async fn publish(
         &signer.keys,
         &publisher,
         &definitions,
-        request.role.as_bytes(),
+        &upload,
         crate::clock::now(),
     )
     .await?;
@@ -275,13 +342,6 @@ async fn authorize(
     }
 }
 
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RoleRequest {
-    /// The publisher's signed role (JSON text), exactly as signed.
-    role: String,
-}
-
 /// A yank or re-sign: the publisher's signed role, checked and stored with new
 /// snapshot and timestamp.
 async fn role_update(
@@ -293,11 +353,11 @@ async fn role_update(
 ) -> Result<axum::Json<super::accept::Published>, HttpError> {
     authorize(&state, &headers, &publisher).await?;
     let body = read_body(body).await?;
-    let request: RoleRequest = serde_json::from_slice(&body).map_err(|e| {
+    let request: SignedRoles = serde_json::from_slice(&body).map_err(|e| {
         HttpError::new(
             StatusCode::BAD_REQUEST,
             "bad_request",
-            format!("body must be JSON {{\"role\": signed JSON text}}: {e}"),
+            format!("body must be JSON {{\"role\": signed JSON text, \"bins\": {{name: signed JSON text}}}}: {e}"),
         )
     })?;
     let signer = state.signer.as_ref().ok_or_else(not_initialized)?;
@@ -307,7 +367,7 @@ async fn role_update(
         &signer.keys,
         &publisher,
         kind,
-        request.role.as_bytes(),
+        &request.upload(),
         crate::clock::now(),
     )
     .await?;

@@ -11,7 +11,9 @@ pub mod metadata;
 pub mod publish;
 pub mod publishers;
 pub mod repo;
+pub mod roleset;
 pub mod state;
+pub mod uploader;
 pub mod verify;
 
 pub use keys::{KeyError, PublicKey, SigningKey};

@@ -2,8 +2,13 @@
 //! re-sign). The server never holds a publisher's key; `trust::verify` checks what the
 //! publisher signed against the keys registered for it.
 
+use std::collections::BTreeMap;
+
 use tough::TargetName;
 use tough::schema::{DelegatedTargets, Delegations, KeyHolder, Signed, Targets};
+
+use super::bins::{self, BIN_MAX_TARGETS, FLAT_MAX_TARGETS};
+use super::verify::TargetMap;
 
 use super::metadata::{
     SPEC_VERSION, expiry, publisher_delegation, sign, target, target_name, version,
@@ -94,35 +99,8 @@ pub async fn sign_role(
     Ok(signed.buffer().clone())
 }
 
-/// Publisher side: the next role version with `names` marked yanked. Everything else
-/// stays byte-for-byte the same target; yanking hides a version, never rewrites it.
-pub async fn build_yank(
-    publisher: &str,
-    current: &Signed<Targets>,
-    names: &[String],
-    keys: &[&SigningKey],
-    threshold: u64,
-    lifetime: std::time::Duration,
-    now: i64,
-) -> Result<Vec<u8>, TrustError> {
-    let mut role = current.signed.clone();
-    role.version = version(current.signed.version.get() + 1);
-    role.expires = expiry(now, lifetime);
-    for name in names {
-        let key = TargetName::new(name.as_str()).map_err(|e| TrustError::Sign(e.to_string()))?;
-        let t = role
-            .targets
-            .get_mut(&key)
-            .ok_or_else(|| TrustError::Sign(format!("{name} is not published")))?;
-        t.custom
-            .insert("yanked".into(), serde_json::Value::Bool(true));
-    }
-    sign_role(publisher, role, keys, threshold).await
-}
-
-/// Publisher side: the next role version with the same targets, signed with `keys`.
-/// Renews the role's expiry, and after `marketplace publisher rotate-key` moves the role
-/// onto the publisher's new keys.
+/// The next version of a flat role with the same targets, signed with `keys` (what
+/// [`plan`] does for `Change::Resign` on a role without bins).
 pub async fn build_resign(
     publisher: &str,
     current: &Signed<Targets>,
@@ -131,5 +109,329 @@ pub async fn build_resign(
     lifetime: std::time::Duration,
     now: i64,
 ) -> Result<Vec<u8>, TrustError> {
-    build_yank(publisher, current, &[], keys, threshold, lifetime, now).await
+    let mut role = current.signed.clone();
+    role.version = version(current.signed.version.get() + 1);
+    role.expires = expiry(now, lifetime);
+    sign_role(publisher, role, keys, threshold).await
+}
+
+/// What a role update does to a publisher's targets.
+#[derive(Debug, Clone)]
+pub enum Change<'a> {
+    /// Adds each `(definition, yanked)` as a target.
+    Add(Vec<(&'a Definition, bool)>),
+    /// Marks these targets yanked.
+    Yank(Vec<String>),
+    /// Changes no target: renews expiry, or moves the roles onto the signing keys.
+    Resign,
+}
+
+/// When a publisher's targets move into bins. The publisher decides; the server accepts
+/// either layout as long as it is well formed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// A flat role with more targets is split into bins.
+    pub flat_max: usize,
+    /// A bin with more targets makes the publisher re-bin with longer prefixes.
+    pub bin_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            flat_max: FLAT_MAX_TARGETS,
+            bin_max: BIN_MAX_TARGETS,
+        }
+    }
+}
+
+/// A publisher's current metadata as far as fetched: its top role and the bins loaded so
+/// far. Bins are accepted only with valid signatures under the top role's delegation.
+#[derive(Debug, Clone, Default)]
+pub struct Current {
+    pub top: Option<Signed<Targets>>,
+    pub bins: BTreeMap<String, Signed<Targets>>,
+}
+
+impl Current {
+    /// Adds a fetched bin after checking it is one the top role delegates and that the
+    /// keys it is delegated to signed it.
+    pub fn add_bin(&mut self, name: &str, bin: Signed<Targets>) -> Result<(), TrustError> {
+        let delegations = self
+            .top
+            .as_ref()
+            .and_then(|t| t.signed.delegations.as_ref())
+            .ok_or_else(|| TrustError::Sign(format!("{name}: the role delegates no bins")))?;
+        delegations
+            .verify_role(&bin, name)
+            .map_err(|e| TrustError::Sign(format!("bin {name} is not validly signed: {e}")))?;
+        self.bins.insert(name.to_owned(), bin);
+        Ok(())
+    }
+}
+
+/// The signed roles of one update, each exactly as signed: a new top role (flat, or one
+/// delegating bins) and/or bins by name.
+#[derive(Debug, Clone, Default)]
+pub struct Upload {
+    pub top: Option<Vec<u8>>,
+    pub bins: BTreeMap<String, Vec<u8>>,
+    /// How many targets the uploaded roles list together.
+    pub targets: usize,
+}
+
+/// The next step of building an update.
+#[derive(Debug)]
+pub enum Plan {
+    /// These bins are needed first (fetch them, [`Current::add_bin`], plan again).
+    Fetch(Vec<String>),
+    Ready(Upload),
+}
+
+/// Publisher side: the signed roles that apply `change` to `current`. A flat role past
+/// `limits.flat_max` targets becomes a top role with bins; a bin past `limits.bin_max`
+/// makes every bin move to longer prefixes. A publish or yank re-signs only the bins it
+/// touches; a re-sign, a layout change or new signing keys re-sign every role.
+pub async fn plan(
+    publisher: &str,
+    current: &Current,
+    change: &Change<'_>,
+    keys: &[&SigningKey],
+    lifetime: std::time::Duration,
+    now: i64,
+    limits: Limits,
+) -> Result<Plan, TrustError> {
+    let signing = Signing {
+        publisher,
+        keys,
+        expires: expiry(now, lifetime),
+    };
+    let top_version = current.top.as_ref().map_or(0, |t| t.signed.version.get());
+    let Some(len) = current
+        .top
+        .as_ref()
+        .and_then(|t| bins::prefix_len(publisher, &t.signed))
+    else {
+        let mut map = current
+            .top
+            .as_ref()
+            .map(|t| t.signed.targets.clone())
+            .unwrap_or_default();
+        apply(publisher, &mut map, change)?;
+        if map.len() <= limits.flat_max {
+            let mut role = Targets::new(
+                SPEC_VERSION.into(),
+                version(top_version + 1),
+                signing.expires,
+            );
+            role.delegations = None;
+            let targets = map.len();
+            role.targets = map;
+            return Ok(Plan::Ready(Upload {
+                top: Some(signing.sign(publisher, role).await?),
+                bins: BTreeMap::new(),
+                targets,
+            }));
+        }
+        return rebin(&signing, current, top_version, map, 1, limits).await;
+    };
+    let all: Vec<String> = bins::prefixes(len)
+        .iter()
+        .map(|p| bins::bin_name(publisher, p))
+        .collect();
+    let missing = |names: &[String]| -> Vec<String> {
+        names
+            .iter()
+            .filter(|n| !current.bins.contains_key(*n))
+            .cloned()
+            .collect()
+    };
+    let union = |names: &[String]| -> TargetMap {
+        names
+            .iter()
+            .filter_map(|n| current.bins.get(n))
+            .flat_map(|b| b.signed.targets.clone())
+            .collect()
+    };
+    let ours = current
+        .top
+        .as_ref()
+        .and_then(|t| t.signed.delegations.as_ref())
+        .and_then(|d| d.roles.first())
+        .is_some_and(|r| {
+            let mut mine: Vec<_> = signing.ids();
+            let mut theirs = r.keyids.clone();
+            mine.sort();
+            theirs.sort();
+            mine == theirs && r.threshold.get() == keys.len() as u64
+        });
+    let touched: Vec<String> = match change {
+        Change::Resign => Vec::new(),
+        _ if !ours => Vec::new(),
+        Change::Add(defs) => defs
+            .iter()
+            .map(|(d, _)| target_name(publisher, d))
+            .collect(),
+        Change::Yank(names) => names.clone(),
+    };
+    if touched.is_empty() {
+        // Everything is re-signed (with the same prefix length).
+        let need = missing(&all);
+        if !need.is_empty() {
+            return Ok(Plan::Fetch(need));
+        }
+        let mut map = union(&all);
+        apply(publisher, &mut map, change)?;
+        return rebin(&signing, current, top_version, map, len, limits).await;
+    }
+    let mut names: Vec<String> = touched
+        .iter()
+        .map(|t| bins::bin_name(publisher, &bins::prefix_of(t, len)))
+        .collect();
+    names.sort();
+    names.dedup();
+    let need = missing(&names);
+    if !need.is_empty() {
+        return Ok(Plan::Fetch(need));
+    }
+    let mut map = union(&names);
+    apply(publisher, &mut map, change)?;
+    let mut per_bin: BTreeMap<String, TargetMap> = names
+        .iter()
+        .map(|n| (n.clone(), TargetMap::new()))
+        .collect();
+    for (name, t) in map {
+        let bin = bins::bin_name(publisher, &bins::prefix_of(name.raw(), len));
+        per_bin.entry(bin).or_default().insert(name, t);
+    }
+    if len < bins::MAX_PREFIX_LEN && per_bin.values().any(|m| m.len() > limits.bin_max) {
+        let need = missing(&all);
+        if !need.is_empty() {
+            return Ok(Plan::Fetch(need));
+        }
+        let mut map = union(&all);
+        apply(publisher, &mut map, change)?;
+        return rebin(&signing, current, top_version, map, len + 1, limits).await;
+    }
+    let mut upload = Upload::default();
+    for (name, targets) in per_bin {
+        upload.targets += targets.len();
+        let next = current.bins[&name].signed.version.get() + 1;
+        upload
+            .bins
+            .insert(name.clone(), signing.bin(&name, next, targets).await?);
+    }
+    Ok(Plan::Ready(upload))
+}
+
+/// Every target spread over bins of at least `min_len` hex digits (more while a bin
+/// would exceed `limits.bin_max`), with a new top role delegating them.
+async fn rebin(
+    signing: &Signing<'_>,
+    current: &Current,
+    top_version: u64,
+    map: TargetMap,
+    min_len: usize,
+    limits: Limits,
+) -> Result<Plan, TrustError> {
+    let publisher = signing.publisher;
+    let mut len = min_len.max(1);
+    let mut per_bin = split(publisher, &map, len);
+    while len < bins::MAX_PREFIX_LEN && per_bin.values().any(|m| m.len() > limits.bin_max) {
+        len += 1;
+        per_bin = split(publisher, &map, len);
+    }
+    let publics: Vec<PublicKey> = signing.keys.iter().map(|k| k.public()).collect();
+    let top = bins::binned_top(
+        publisher,
+        &publics,
+        signing.keys.len() as u64,
+        len,
+        top_version + 1,
+        signing.expires,
+    );
+    let mut upload = Upload {
+        top: Some(signing.sign(publisher, top).await?),
+        bins: BTreeMap::new(),
+        targets: map.len(),
+    };
+    for (name, targets) in per_bin {
+        // Bins of a new prefix length start at version 1.
+        let next = current
+            .bins
+            .get(&name)
+            .map_or(1, |b| b.signed.version.get() + 1);
+        upload
+            .bins
+            .insert(name.clone(), signing.bin(&name, next, targets).await?);
+    }
+    Ok(Plan::Ready(upload))
+}
+
+/// Targets by the bin of `len`-digit prefixes they belong in; every bin present.
+fn split(publisher: &str, map: &TargetMap, len: usize) -> BTreeMap<String, TargetMap> {
+    let mut per_bin: BTreeMap<String, TargetMap> = bins::prefixes(len)
+        .iter()
+        .map(|p| (bins::bin_name(publisher, p), TargetMap::new()))
+        .collect();
+    for (name, t) in map {
+        let bin = bins::bin_name(publisher, &bins::prefix_of(name.raw(), len));
+        per_bin
+            .get_mut(&bin)
+            .expect("every prefix has a bin")
+            .insert(name.clone(), t.clone());
+    }
+    per_bin
+}
+
+/// Applies `change` to a target map.
+fn apply(publisher: &str, map: &mut TargetMap, change: &Change<'_>) -> Result<(), TrustError> {
+    match change {
+        Change::Add(defs) => {
+            for (def, yanked) in defs {
+                let name = TargetName::new(target_name(publisher, def))
+                    .map_err(|e| TrustError::Sign(e.to_string()))?;
+                map.insert(name, target(def, *yanked));
+            }
+        }
+        Change::Yank(names) => {
+            for name in names {
+                let key =
+                    TargetName::new(name.as_str()).map_err(|e| TrustError::Sign(e.to_string()))?;
+                map.get_mut(&key)
+                    .ok_or_else(|| TrustError::Sign(format!("{name} is not published")))?
+                    .custom
+                    .insert("yanked".into(), serde_json::Value::Bool(true));
+            }
+        }
+        Change::Resign => {}
+    }
+    Ok(())
+}
+
+/// The publisher's keys and the expiry of everything signed in one update.
+struct Signing<'a> {
+    publisher: &'a str,
+    keys: &'a [&'a SigningKey],
+    expires: jiff::Timestamp,
+}
+
+impl Signing<'_> {
+    fn ids(&self) -> Vec<tough::schema::decoded::Decoded<tough::schema::decoded::Hex>> {
+        self.keys
+            .iter()
+            .map(|k| k.public().tuf_key().key_id().expect("ed25519 key id"))
+            .collect()
+    }
+
+    async fn sign(&self, role_name: &str, role: Targets) -> Result<Vec<u8>, TrustError> {
+        sign_role(role_name, role, self.keys, self.keys.len() as u64).await
+    }
+
+    async fn bin(&self, name: &str, next: u64, targets: TargetMap) -> Result<Vec<u8>, TrustError> {
+        let mut role = Targets::new(SPEC_VERSION.into(), version(next), self.expires);
+        role.delegations = None;
+        role.targets = targets;
+        self.sign(name, role).await
+    }
 }

@@ -1,0 +1,224 @@
+//! Server side: whether an uploaded set of a publisher's roles is a valid next state.
+//!
+//! An upload carries a new top role `P` (flat, or delegating bins), changed bins
+//! `P.<prefix>`, or both. Each role is checked alone (signature threshold, next version,
+//! expiry), then the set: a binned top is a complete partition over registered keys
+//! (`bins::layout`), a new binned top comes with every bin it delegates (tough stops at
+//! a delegated role that the snapshot does not list), and each target sits in the bin
+//! its path hash names. What the operation changed is then judged on target maps
+//! before and after, whichever roles list them (`verify::check_*`).
+
+use std::collections::BTreeMap;
+
+use tough::schema::{Delegations, Signed, Snapshot, Targets};
+
+use super::PublicKey;
+use super::bins::{self, Layout};
+use super::verify::{PublishError, TargetMap, owned_by, verify_signed};
+
+/// The roles of one upload, each exactly as the publisher signed it.
+#[derive(Debug, Clone, Default)]
+pub struct RoleUpload {
+    pub top: Option<Vec<u8>>,
+    pub bins: BTreeMap<String, Vec<u8>>,
+}
+
+/// A publisher's roles as the current snapshot lists them, as far as the upload needs
+/// them: the top role, and the current version of each bin that matters.
+#[derive(Debug, Default)]
+pub struct CurrentRoles {
+    pub top: Option<Signed<Targets>>,
+    pub bins: BTreeMap<String, Signed<Targets>>,
+}
+
+impl CurrentRoles {
+    /// Which bins the server must load to judge `upload`: with a new top role, every
+    /// bin the current one delegates (all targets are compared); otherwise the uploaded
+    /// ones.
+    pub fn bins_needed(
+        publisher: &str,
+        top: Option<&Signed<Targets>>,
+        upload: &RoleUpload,
+    ) -> Vec<String> {
+        match (&upload.top, top) {
+            (Some(_), Some(top)) => delegated(publisher, &top.signed),
+            (Some(_), None) => Vec::new(),
+            (None, _) => upload.bins.keys().cloned().collect(),
+        }
+    }
+}
+
+/// The bins a top role delegates (none for a flat one).
+fn delegated(publisher: &str, top: &Targets) -> Vec<String> {
+    match bins::prefix_len(publisher, top) {
+        Some(_) => top
+            .delegations
+            .iter()
+            .flat_map(|d| d.roles.iter().map(|r| r.name.clone()))
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
+/// A verified upload: the roles to store (top first) and the publisher's targets before
+/// and after, over the roles concerned.
+#[derive(Debug)]
+pub struct Verified {
+    pub roles: Vec<(String, Signed<Targets>, Vec<u8>)>,
+    /// The top role's version after the upload (new or unchanged).
+    pub top_version: u64,
+    pub old: TargetMap,
+    pub new: TargetMap,
+}
+
+/// What the server knows of a publisher: its registered keys and threshold, and the
+/// delegation built from them.
+pub struct Registered<'a> {
+    pub publisher: &'a str,
+    pub keys: &'a [PublicKey],
+    pub threshold: u64,
+    pub delegations: &'a Delegations,
+}
+
+/// Checks an upload against the publisher's registration and current roles.
+/// `snapshot` gives the current version of every role (bins of an older layout
+/// included, so a name is never reused at an old version).
+pub fn verify_set(
+    who: &Registered<'_>,
+    snapshot: &Snapshot,
+    current: &CurrentRoles,
+    upload: &RoleUpload,
+    now: i64,
+) -> Result<Verified, PublishError> {
+    let publisher = who.publisher;
+    if upload.top.is_none() && upload.bins.is_empty() {
+        return Err(PublishError::Malformed(
+            "the upload holds no role: give `role`, `bins` or both".into(),
+        ));
+    }
+    let current_top_version = current.top.as_ref().map_or(0, |t| t.signed.version.get());
+    let new_top = upload
+        .top
+        .as_deref()
+        .map(|b| verify_signed(publisher, who.delegations, current_top_version, b, now))
+        .transpose()?;
+    let top = new_top.as_ref().or(current.top.as_ref()).ok_or_else(|| {
+        PublishError::Malformed(format!(
+            "publisher {publisher} has no role yet; the first upload must include `role`"
+        ))
+    })?;
+    let layout = bins::layout(publisher, &top.signed, who.keys, who.threshold).map_err(|e| {
+        if new_top.is_some() {
+            e
+        } else {
+            PublishError::BadBins(format!(
+                "the current role delegates its bins to keys that are no longer registered ({e}); re-sign everything with `marketplace resign`"
+            ))
+        }
+    })?;
+    let mut roles = Vec::new();
+    if let (Some(role), Some(bytes)) = (new_top.clone(), &upload.top) {
+        roles.push((publisher.to_owned(), role, bytes.clone()));
+    }
+    let new_map = match layout {
+        Layout::Flat => {
+            if !upload.bins.is_empty() {
+                return Err(PublishError::BadBins(
+                    "a role that lists its targets itself has no bins; upload the role alone"
+                        .into(),
+                ));
+            }
+            if top
+                .signed
+                .delegations
+                .as_ref()
+                .is_some_and(|d| !d.roles.is_empty() || !d.keys.is_empty())
+            {
+                return Err(PublishError::NestedDelegation);
+            }
+            top.signed.targets.clone()
+        }
+        Layout::Binned { prefix_len } => {
+            let names = delegated(publisher, &top.signed);
+            if let Some(missing) = names
+                .iter()
+                .find(|n| new_top.is_some() && !upload.bins.contains_key(*n))
+            {
+                return Err(PublishError::BadBins(format!(
+                    "a new role that delegates bins comes with every bin it delegates; {missing} is missing"
+                )));
+            }
+            let delegations = top.signed.delegations.as_ref().expect("binned");
+            let mut map = TargetMap::new();
+            for (name, bytes) in &upload.bins {
+                if !names.contains(name) {
+                    return Err(PublishError::BadBins(format!(
+                        "{name} is not a bin of {publisher}'s role"
+                    )));
+                }
+                let current_version = snapshot
+                    .meta
+                    .get(&format!("{name}.json"))
+                    .map_or(0, |m| m.version.get());
+                let bin = verify_signed(name, delegations, current_version, bytes, now)?;
+                if bin
+                    .signed
+                    .delegations
+                    .as_ref()
+                    .is_some_and(|d| !d.roles.is_empty() || !d.keys.is_empty())
+                {
+                    return Err(PublishError::NestedDelegation);
+                }
+                let prefix = &name[publisher.len() + 1..];
+                for target in bin.signed.targets.keys() {
+                    let belongs = bins::prefix_of(target.raw(), prefix_len);
+                    if owned_by(publisher, target.raw()) && belongs != prefix {
+                        return Err(PublishError::BadBins(format!(
+                            "target {} belongs in bin {}, not {name}",
+                            target.raw(),
+                            bins::bin_name(publisher, &belongs)
+                        )));
+                    }
+                }
+                map.extend(bin.signed.targets.clone());
+                roles.push((name.clone(), bin, bytes.clone()));
+            }
+            map
+        }
+    };
+    for name in new_map.keys() {
+        if !owned_by(publisher, name.raw()) {
+            return Err(PublishError::OutsidePath(
+                name.raw().into(),
+                publisher.into(),
+            ));
+        }
+    }
+    let old_map = match (&new_top, &current.top) {
+        (_, None) => TargetMap::new(),
+        // A new top role: every current target is compared.
+        (Some(_), Some(old_top)) => match bins::prefix_len(publisher, &old_top.signed) {
+            None => old_top.signed.targets.clone(),
+            Some(_) => union(current, &delegated(publisher, &old_top.signed)),
+        },
+        // Bins alone: the uploaded bins as they are now.
+        (None, Some(_)) => union(current, &upload.bins.keys().cloned().collect::<Vec<_>>()),
+    };
+    Ok(Verified {
+        roles,
+        top_version: top.signed.version.get(),
+        old: old_map,
+        new: new_map,
+    })
+}
+
+fn union(current: &CurrentRoles, names: &[String]) -> TargetMap {
+    names
+        .iter()
+        .filter_map(|n| current.bins.get(n))
+        .flat_map(|b| b.signed.targets.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

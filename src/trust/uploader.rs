@@ -1,0 +1,275 @@
+//! Publisher side over HTTP: fetch the publisher's current roles from a marketplace,
+//! sign an update (`publish::plan`) and upload it, again on fresh metadata when another
+//! update landed first (409). `marketplace publish`, `yank` and `resign` and the publish
+//! benchmark are thin layers over this.
+//!
+//! Nothing the server sends is signed on trust: the top role must carry a signature by
+//! one of the publisher's own keys, and each bin a valid signature under the top role's
+//! delegation, so a server cannot slip targets into what the publisher signs.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use tough::schema::{Signed, Targets};
+
+use super::client::MAX_RESPONSE_BYTES;
+use super::publish::{Change, Current, Limits, Plan, Upload, delegations_for, plan};
+use super::{PublicKey, SigningKey, TrustError};
+
+/// Tries of one update before a conflict is reported.
+pub const ATTEMPTS: usize = 3;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    #[error("HTTP: {0}")]
+    Http(#[from] reqwest::Error),
+    #[error("the server refused ({status}): {message}")]
+    Refused {
+        status: StatusCode,
+        code: String,
+        message: String,
+    },
+    #[error(
+        "refusing to build on role metadata that none of these keys signed: {0} (after `marketplace publisher rotate-key`, sign with the new key; a role still signed by the old one moves with `marketplace resign --old-key OLD_PUBKEY`)"
+    )]
+    Untrusted(String),
+    #[error("the server's answer is unusable: {0}")]
+    Protocol(String),
+    #[error("{0} has published nothing yet")]
+    NothingPublished(String),
+    #[error(transparent)]
+    Trust(#[from] TrustError),
+}
+
+/// What an accepted update did: the server's answer and what was uploaded.
+#[derive(Debug)]
+pub struct Uploaded {
+    /// The server's JSON answer (`accept::Published`).
+    pub answer: serde_json::Value,
+    /// How many targets the uploaded roles list.
+    pub targets: usize,
+    /// How many bins were uploaded (0 for a flat role).
+    pub bins: usize,
+}
+
+/// A marketplace, as one publisher (identified by its API token) talks to it.
+pub struct PublisherClient {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+    publisher: String,
+}
+
+impl PublisherClient {
+    /// Connects to `base` (e.g. `https://plugins.example.com`) and asks which publisher
+    /// `token` belongs to.
+    pub async fn connect(base: &str, token: &str) -> Result<PublisherClient, UploadError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(120))
+            .user_agent(concat!("fundament-marketplace/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        let base = base.trim_end_matches('/').to_owned();
+        let who = json(
+            http.get(format!("{base}/api/v1/publishers/me"))
+                .bearer_auth(token)
+                .send()
+                .await?,
+        )
+        .await?;
+        let publisher = who["publisher"]
+            .as_str()
+            .ok_or_else(|| UploadError::Protocol("no publisher named for the token".into()))?
+            .to_owned();
+        Ok(PublisherClient {
+            http,
+            base,
+            token: token.to_owned(),
+            publisher,
+        })
+    }
+
+    pub fn publisher(&self) -> &str {
+        &self.publisher
+    }
+
+    /// The publisher's current top role, accepted only with a signature by one of
+    /// `trusted` (the publisher's own keys). No bins are fetched yet.
+    pub async fn current(&self, trusted: &[PublicKey]) -> Result<Current, UploadError> {
+        let Some(top) = self.role(None).await? else {
+            return Ok(Current::default());
+        };
+        delegations_for(&self.publisher, trusted, 1)?
+            .verify_role(&top, &self.publisher)
+            .map_err(|e| UploadError::Untrusted(e.to_string()))?;
+        Ok(Current {
+            top: Some(top),
+            bins: Default::default(),
+        })
+    }
+
+    /// `GET /api/v1/publishers/P/role[?bin=NAME]`; `None` when there is no such role yet.
+    async fn role(&self, bin: Option<&str>) -> Result<Option<Signed<Targets>>, UploadError> {
+        // Bin names are the publisher name, a dot and hex digits: nothing to escape.
+        let query = bin.map(|b| format!("?bin={b}")).unwrap_or_default();
+        let resp = self
+            .http
+            .get(format!(
+                "{}/api/v1/publishers/{}/role{query}",
+                self.base, self.publisher
+            ))
+            .send()
+            .await?;
+        if resp.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !resp.status().is_success() {
+            return Err(refusal(resp).await);
+        }
+        let bytes = capped(resp).await?;
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            UploadError::Protocol(format!("role metadata is not TUF targets metadata: {e}"))
+        })
+    }
+
+    /// Signs `change` on the current roles with `keys` and POSTs it to
+    /// `/api/v1/publishers/P/{path}` with the fields of `extra` (the definitions of a
+    /// publish). On 409 it starts again from fresh metadata, up to [`ATTEMPTS`] times.
+    #[allow(clippy::too_many_arguments)] // one call site per command; a struct adds nothing
+    pub async fn update(
+        &self,
+        path: &str,
+        trusted: &[PublicKey],
+        change: &Change<'_>,
+        keys: &[&SigningKey],
+        lifetime: Duration,
+        limits: Limits,
+        extra: serde_json::Value,
+    ) -> Result<Uploaded, UploadError> {
+        for attempt in 1..=ATTEMPTS {
+            let upload = self.sign(trusted, change, keys, lifetime, limits).await?;
+            let mut body = extra.clone();
+            if let Some(top) = &upload.top {
+                body["role"] = text(top).into();
+            }
+            if !upload.bins.is_empty() {
+                body["bins"] = upload
+                    .bins
+                    .iter()
+                    .map(|(n, b)| (n.clone(), serde_json::Value::from(text(b))))
+                    .collect::<serde_json::Map<_, _>>()
+                    .into();
+            }
+            let resp = self
+                .http
+                .post(format!(
+                    "{}/api/v1/publishers/{}/{path}",
+                    self.base, self.publisher
+                ))
+                .bearer_auth(&self.token)
+                .json(&body)
+                .send()
+                .await?;
+            if resp.status() == StatusCode::CONFLICT && attempt < ATTEMPTS {
+                tracing::warn!(
+                    attempt,
+                    "the index changed while signing; signing again on fresh metadata"
+                );
+                continue;
+            }
+            return Ok(Uploaded {
+                answer: json(resp).await?,
+                targets: upload.targets,
+                bins: upload.bins.len(),
+            });
+        }
+        unreachable!("the last attempt returns")
+    }
+
+    /// The signed roles for `change`, fetching the bins the plan asks for.
+    async fn sign(
+        &self,
+        trusted: &[PublicKey],
+        change: &Change<'_>,
+        keys: &[&SigningKey],
+        lifetime: Duration,
+        limits: Limits,
+    ) -> Result<Upload, UploadError> {
+        let mut current = self.current(trusted).await?;
+        if current.top.is_none() && !matches!(change, Change::Add(_)) {
+            return Err(UploadError::NothingPublished(self.publisher.clone()));
+        }
+        loop {
+            let now = crate::clock::now();
+            match plan(
+                &self.publisher,
+                &current,
+                change,
+                keys,
+                lifetime,
+                now,
+                limits,
+            )
+            .await?
+            {
+                Plan::Ready(upload) => return Ok(upload),
+                Plan::Fetch(names) => {
+                    for name in names {
+                        let bin = self.role(Some(&name)).await?.ok_or_else(|| {
+                            UploadError::Protocol(format!(
+                                "the server has no bin {name}, which the role delegates"
+                            ))
+                        })?;
+                        current.add_bin(&name, bin)?;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn text(signed: &[u8]) -> String {
+    String::from_utf8_lossy(signed).into_owned()
+}
+
+/// A response body, at most [`MAX_RESPONSE_BYTES`].
+async fn capped(mut resp: reqwest::Response) -> Result<Vec<u8>, UploadError> {
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await? {
+        if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+            return Err(UploadError::Protocol(format!(
+                "response larger than {MAX_RESPONSE_BYTES} bytes"
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The JSON body of a successful response, or the server's refusal.
+async fn json(resp: reqwest::Response) -> Result<serde_json::Value, UploadError> {
+    if !resp.status().is_success() {
+        return Err(refusal(resp).await);
+    }
+    let bytes = capped(resp).await?;
+    serde_json::from_slice(&bytes).map_err(|e| UploadError::Protocol(format!("not JSON: {e}")))
+}
+
+async fn refusal(resp: reqwest::Response) -> UploadError {
+    let status = resp.status();
+    let body: serde_json::Value = match capped(resp).await {
+        Ok(b) => serde_json::from_slice(&b).unwrap_or_default(),
+        Err(e) => return e,
+    };
+    UploadError::Refused {
+        status,
+        code: body["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        message: body["error"]["message"]
+            .as_str()
+            .unwrap_or("no details")
+            .to_owned(),
+    }
+}
