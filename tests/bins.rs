@@ -156,6 +156,17 @@ async fn a_publisher_grows_from_flat_to_16_then_256_bins() {
     let out = run(&["resign"], url, &key_file, &token, 3);
     assert!(out.contains("64 target(s) in 256 bins"), "{out}");
 
+    // The index page shows acme's bins as one row, without the older 16.
+    let page = reqwest::get(format!("{url}/signed-index"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("256 hashed bins of acme"), "{page}");
+    assert!(page.contains("data-role=\"acme.*\""));
+    assert!(!page.contains("data-role=\"acme.0\""));
+
     let names: Vec<String> = [0, 10, 3, 63].iter().map(|&i| name(&defs[i])).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     for cache in [py_cache, dir.path().join("py-late")] {

@@ -148,6 +148,35 @@ pub async fn current(store: &Store) -> Result<Option<State>, TrustError> {
     }))
 }
 
+/// The hashed bins the publishers' current roles delegate (empty before `repo init`).
+/// Bins of an older layout stay in the snapshot but are not among them.
+pub async fn delegated_bins(
+    store: &Store,
+) -> Result<std::collections::HashSet<String>, TrustError> {
+    let mut bins = std::collections::HashSet::new();
+    let Some(state) = current(store).await? else {
+        return Ok(bins);
+    };
+    let publishers = state
+        .targets
+        .signed
+        .signed
+        .delegations
+        .iter()
+        .flat_map(|d| &d.roles);
+    for p in publishers {
+        let snapshot = &state.snapshot.signed.signed;
+        let Some((_, top)) = super::accept::current_role(store, snapshot, &p.name).await? else {
+            continue;
+        };
+        if super::bins::prefix_len(&p.name, &top.signed).is_some() {
+            let delegations = top.signed.delegations.iter().flat_map(|d| &d.roles);
+            bins.extend(delegations.map(|r| r.name.clone()));
+        }
+    }
+    Ok(bins)
+}
+
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Refreshed {
     pub targets: Option<u64>,

@@ -84,7 +84,10 @@ async fn plugin_page(
 
 async fn signed_index_page(State(state): State<AppState>) -> Result<SignedIndexPage, PageError> {
     let roles = state.store.metadata_overview().await?;
-    Ok(SignedIndexPage::new(roles, crate::clock::now()))
+    let bins = crate::trust::state::delegated_bins(&state.store)
+        .await
+        .map_err(HttpError::from)?;
+    Ok(SignedIndexPage::new(roles, &bins, crate::clock::now()))
 }
 
 /// Fallback for unknown paths: JSON under `/api/`, an HTML page elsewhere.

@@ -441,8 +441,9 @@ impl PluginPage {
 
 pub struct RoleRow {
     pub role: String,
-    pub kind: &'static str,
-    pub version: u64,
+    pub kind: String,
+    /// One version, or the range over a publisher's bins.
+    pub version: String,
     pub url: String,
     pub signed: String,
     pub expires: String,
@@ -458,7 +459,14 @@ pub struct SignedIndexPage {
 }
 
 impl SignedIndexPage {
-    pub fn new(roles: Vec<crate::store::StoredMetadata>, now: i64) -> Self {
+    /// `roles`: the newest version of every stored role. `bins`: the hashed bins the
+    /// publishers' roles delegate now; they are shown as one row per publisher, and bins
+    /// of an older layout (still listed in the snapshot, never fetched) not at all.
+    pub fn new(
+        roles: Vec<crate::store::StoredMetadata>,
+        bins: &std::collections::HashSet<String>,
+        now: i64,
+    ) -> Self {
         let datetime = |ts: i64| {
             time::OffsetDateTime::from_unix_timestamp(ts)
                 .ok()
@@ -470,9 +478,39 @@ impl SignedIndexPage {
                 })
                 .unwrap_or_default()
         };
-        let mut rows: Vec<RoleRow> = roles
+        // A publisher's delegated bins, folded into one entry: versions from lowest to
+        // highest, signed last, expiring first.
+        let mut folded: std::collections::BTreeMap<
+            String,
+            (crate::store::StoredMetadata, u64, usize),
+        > = Default::default();
+        let mut single = Vec::new();
+        for m in roles {
+            match m.role.split_once('.') {
+                None => single.push(m),
+                Some(_) if !bins.contains(&m.role) => {}
+                Some((publisher, _)) => {
+                    let e = folded
+                        .entry(publisher.to_owned())
+                        .or_insert_with(|| (m.clone(), m.version, 0));
+                    e.0.version = e.0.version.min(m.version);
+                    e.0.created_at = e.0.created_at.max(m.created_at);
+                    if m.expires_at < e.0.expires_at {
+                        e.0.expires_at = m.expires_at;
+                    }
+                    e.1 = e.1.max(m.version);
+                    e.2 += 1;
+                }
+            }
+        }
+        let mut rows: Vec<RoleRow> = single
             .into_iter()
-            .map(|m| {
+            .map(|m| (m, None))
+            .chain(folded.into_iter().map(|(publisher, (mut m, high, count))| {
+                m.role = format!("{publisher}.*");
+                (m, Some((publisher, high, count)))
+            }))
+            .map(|(m, bins)| {
                 let left = m.expires_at - now;
                 let lifetime = (m.expires_at - m.created_at).max(1);
                 let (class, status) = if left <= 0 {
@@ -483,21 +521,30 @@ impl SignedIndexPage {
                     ("ok", format!("valid for {}", span(left)))
                 };
                 let kind = match m.role.as_str() {
-                    "root" => "trust anchor (offline keys)",
-                    "targets" => "delegations to publishers",
-                    "snapshot" => "versions of all roles",
-                    "timestamp" => "freshness",
-                    _ => "publisher",
+                    "root" => "trust anchor (offline keys)".to_owned(),
+                    "targets" => "delegations to publishers".to_owned(),
+                    "snapshot" => "versions of all roles".to_owned(),
+                    "timestamp" => "freshness".to_owned(),
+                    _ => match &bins {
+                        Some((publisher, _, count)) => {
+                            format!("{count} hashed bins of {publisher}")
+                        }
+                        None => "publisher".to_owned(),
+                    },
                 };
-                let url = if m.role == "timestamp" {
-                    "/tuf/metadata/timestamp.json".to_owned()
-                } else {
-                    format!("/tuf/metadata/{}.{}.json", m.version, m.role)
+                let url = match &bins {
+                    Some((publisher, ..)) => format!("/api/v1/publishers/{publisher}/role"),
+                    None if m.role == "timestamp" => "/tuf/metadata/timestamp.json".to_owned(),
+                    None => format!("/tuf/metadata/{}.{}.json", m.version, m.role),
+                };
+                let version = match &bins {
+                    Some((_, high, _)) if *high != m.version => format!("{}–{high}", m.version),
+                    _ => m.version.to_string(),
                 };
                 RoleRow {
                     kind,
                     url,
-                    version: m.version,
+                    version,
                     signed: datetime(m.created_at),
                     expires: datetime(m.expires_at),
                     class,
