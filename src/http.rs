@@ -76,7 +76,7 @@ impl From<crate::trust::accept::AcceptError> for HttpError {
             A::Refused(P::Signature { .. }) => {
                 HttpError::new(StatusCode::FORBIDDEN, "bad_signature", message)
             }
-            A::Refused(P::Stale { .. } | P::VersionGap { .. }) | A::Conflict => {
+            A::Refused(P::Stale { .. } | P::VersionGap { .. } | P::NotABin(..)) | A::Conflict => {
                 HttpError::new(StatusCode::CONFLICT, "stale", message)
             }
             A::Refused(_) => HttpError::new(StatusCode::UNPROCESSABLE_ENTITY, "rejected", message),

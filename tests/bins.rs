@@ -225,7 +225,13 @@ async fn bin_uploads_and_lookups_are_checked() {
     assert_refused(status, &reply, 409, "stale", "is stale");
     let body = serde_json::json!({ "bins": { "acme.00": bin } });
     let (status, reply) = c.post("acme/role", Some(&token), &body).await;
-    assert_refused(status, &reply, 422, "rejected", "not a bin of acme's role");
+    assert_refused(
+        status,
+        &reply,
+        409,
+        "stale",
+        "not a bin of acme's current role",
+    );
     let (status, reply) = c
         .post("acme/role", Some(&token), &serde_json::json!({}))
         .await;

@@ -55,6 +55,10 @@ pub enum PublishError {
     NestedDelegation,
     #[error("hashed bins are malformed: {0}")]
     BadBins(String),
+    #[error(
+        "{0} is not a bin of {1}'s current role (its bins may have changed); fetch the current metadata and sign again"
+    )]
+    NotABin(String, String),
 }
 
 /// A publisher's targets, whichever roles list them.

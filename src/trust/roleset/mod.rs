@@ -152,9 +152,9 @@ pub fn verify_set(
             let mut map = TargetMap::new();
             for (name, bytes) in &upload.bins {
                 if !names.contains(name) {
-                    return Err(PublishError::BadBins(format!(
-                        "{name} is not a bin of {publisher}'s role"
-                    )));
+                    // Most likely another update moved the targets to other bins since
+                    // the publisher fetched: a conflict, to sign again on fresh metadata.
+                    return Err(PublishError::NotABin(name.clone(), publisher.into()));
                 }
                 let current_version = snapshot
                     .meta
