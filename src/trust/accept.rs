@@ -426,15 +426,7 @@ pub async fn sign_new_builtins(
     let Some((stored_top, top)) = current_role(store, snapshot, BUILTIN_PUBLISHER).await? else {
         return Err(TrustError::Corrupt(format!("the {BUILTIN_PUBLISHER} role is missing")).into());
     };
-    let names: Vec<String> = match super::bins::prefix_len(BUILTIN_PUBLISHER, &top.signed) {
-        Some(_) => top
-            .signed
-            .delegations
-            .iter()
-            .flat_map(|d| d.roles.iter().map(|r| r.name.clone()))
-            .collect(),
-        None => Vec::new(),
-    };
+    let names = super::bins::delegated(BUILTIN_PUBLISHER, &top.signed);
     let loaded = load_roles(store, snapshot, BUILTIN_PUBLISHER, Some(top), &names).await?;
     let listed: std::collections::HashSet<String> = loaded
         .top

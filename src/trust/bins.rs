@@ -101,6 +101,18 @@ pub fn prefix_len(publisher: &str, role: &Targets) -> Option<usize> {
         .map(str::len)
 }
 
+/// The bins a top role delegates (none for a flat one).
+pub fn delegated(publisher: &str, top: &Targets) -> Vec<String> {
+    match prefix_len(publisher, top) {
+        Some(_) => top
+            .delegations
+            .iter()
+            .flat_map(|d| d.roles.iter().map(|r| r.name.clone()))
+            .collect(),
+        None => Vec::new(),
+    }
+}
+
 /// The layout of a publisher's top role. A binned one must be what [`binned_top`]
 /// builds: no targets of its own, every prefix of one length, each bin terminating and
 /// delegated to the same keys, all of them registered for the publisher, with at least

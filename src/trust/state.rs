@@ -169,10 +169,7 @@ pub async fn delegated_bins(
         let Some((_, top)) = super::accept::current_role(store, snapshot, &p.name).await? else {
             continue;
         };
-        if super::bins::prefix_len(&p.name, &top.signed).is_some() {
-            let delegations = top.signed.delegations.iter().flat_map(|d| &d.roles);
-            bins.extend(delegations.map(|r| r.name.clone()));
-        }
+        bins.extend(super::bins::delegated(&p.name, &top.signed));
     }
     Ok(bins)
 }

@@ -41,22 +41,10 @@ impl CurrentRoles {
         upload: &RoleUpload,
     ) -> Vec<String> {
         match (&upload.top, top) {
-            (Some(_), Some(top)) => delegated(publisher, &top.signed),
+            (Some(_), Some(top)) => bins::delegated(publisher, &top.signed),
             (Some(_), None) => Vec::new(),
             (None, _) => upload.bins.keys().cloned().collect(),
         }
-    }
-}
-
-/// The bins a top role delegates (none for a flat one).
-fn delegated(publisher: &str, top: &Targets) -> Vec<String> {
-    match bins::prefix_len(publisher, top) {
-        Some(_) => top
-            .delegations
-            .iter()
-            .flat_map(|d| d.roles.iter().map(|r| r.name.clone()))
-            .collect(),
-        None => Vec::new(),
     }
 }
 
@@ -139,7 +127,7 @@ pub fn verify_set(
             top.signed.targets.clone()
         }
         Layout::Binned { prefix_len } => {
-            let names = delegated(publisher, &top.signed);
+            let names = bins::delegated(publisher, &top.signed);
             if let Some(missing) = names
                 .iter()
                 .find(|n| new_top.is_some() && !upload.bins.contains_key(*n))
@@ -199,7 +187,7 @@ pub fn verify_set(
         // A new top role: every current target is compared.
         (Some(_), Some(old_top)) => match bins::prefix_len(publisher, &old_top.signed) {
             None => old_top.signed.targets.clone(),
-            Some(_) => union(current, &delegated(publisher, &old_top.signed)),
+            Some(_) => union(current, &bins::delegated(publisher, &old_top.signed)),
         },
         // Bins alone: the uploaded bins as they are now.
         (None, Some(_)) => union(current, &upload.bins.keys().cloned().collect::<Vec<_>>()),
