@@ -12,6 +12,7 @@ pub mod http;
 pub mod ops;
 pub mod server;
 pub mod store;
+pub mod sync;
 pub mod trust;
 pub mod web;
 

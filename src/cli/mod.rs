@@ -7,6 +7,7 @@ mod publisher;
 mod repo;
 mod resign;
 mod serve;
+mod sync;
 mod validate;
 mod yank;
 
@@ -45,6 +46,8 @@ enum Command {
     /// Re-sign the publisher's current targets as the next role version: renews its
     /// expiry, and moves it onto new keys after `publisher rotate-key`.
     Resign(resign::ResignArgs),
+    /// Sync worker: pull and verify the signed index of the configured marketplaces.
+    Sync(sync::SyncArgs),
 }
 
 pub fn run() -> ExitCode {
@@ -58,6 +61,11 @@ pub fn run() -> ExitCode {
         Command::Publish(args) => report(publish::run(args)),
         Command::Yank(args) => report(yank::run(args)),
         Command::Resign(args) => report(resign::run(args)),
+        Command::Sync(args) => match sync::run(args) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => report(Err(e)),
+        },
     }
 }
 

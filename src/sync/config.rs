@@ -1,0 +1,190 @@
+//! `sync.yaml`: the worker's data directory, local API address and sources.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The largest config file read.
+const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+/// Sources are polled at most this often.
+const MIN_INTERVAL: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub listen: String,
+    pub sources: Vec<SourceConfig>,
+}
+
+/// One marketplace to sync from.
+#[derive(Debug, Clone)]
+pub struct SourceConfig {
+    /// Short name: a DNS-1123 label, unique in the file.
+    pub name: String,
+    /// Base URL of the marketplace (its index is under `tuf/`).
+    pub url: url::Url,
+    /// The trusted root metadata (`1.root.json`, obtained out of band).
+    pub root: Vec<u8>,
+    pub interval: Duration,
+    /// Higher wins when two sources offer the same publisher and plugin.
+    pub priority: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {0}: {1}")]
+    Read(String, #[source] std::io::Error),
+    #[error("{0} is larger than {MAX_CONFIG_BYTES} bytes")]
+    TooLarge(String),
+    #[error("{file}: {message}")]
+    Invalid { file: String, message: String },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawConfig {
+    data_dir: Option<PathBuf>,
+    listen: Option<String>,
+    #[serde(default)]
+    sources: Vec<RawSource>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawSource {
+    name: String,
+    url: String,
+    root: PathBuf,
+    #[serde(default)]
+    interval: Option<String>,
+    #[serde(default)]
+    priority: i64,
+}
+
+impl Config {
+    /// Reads and checks `path`; relative paths in it are relative to its folder.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let read_err = |e| ConfigError::Read(file.clone(), e);
+        let meta = std::fs::metadata(path).map_err(read_err)?;
+        if meta.len() > MAX_CONFIG_BYTES {
+            return Err(ConfigError::TooLarge(file));
+        }
+        let text = std::fs::read_to_string(path).map_err(read_err)?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Config::parse(&text, base).map_err(|message| ConfigError::Invalid { file, message })
+    }
+
+    /// Parses config text; `base` resolves relative paths.
+    pub fn parse(text: &str, base: &Path) -> Result<Config, String> {
+        let raw: RawConfig = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+        let mut sources: Vec<SourceConfig> = Vec::new();
+        for (i, s) in raw.sources.into_iter().enumerate() {
+            let at = format!("sources[{i}]");
+            if !crate::definition::is_dns_label(&s.name) {
+                return Err(format!(
+                    "{at}.name: `{}` must be a DNS-1123 label (lowercase letters, digits, '-')",
+                    s.name
+                ));
+            }
+            if sources.iter().any(|o| o.name == s.name) {
+                return Err(format!("{at}.name: `{}` is used twice", s.name));
+            }
+            let mut url = url::Url::parse(&s.url)
+                .map_err(|e| format!("{at}.url: `{}` is not a URL: {e}", s.url))?;
+            if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+                return Err(format!("{at}.url: `{}` must be an http(s) URL", s.url));
+            }
+            if !url.path().ends_with('/') {
+                url.set_path(&format!("{}/", url.path()));
+            }
+            let root_path = base.join(&s.root);
+            let root = std::fs::read(&root_path)
+                .map_err(|e| format!("{at}.root: cannot read {}: {e}", root_path.display()))?;
+            let interval = match s.interval {
+                None => Duration::from_secs(300),
+                Some(text) => parse_interval(&text).map_err(|e| format!("{at}.interval: {e}"))?,
+            };
+            if interval < MIN_INTERVAL {
+                return Err(format!(
+                    "{at}.interval: at least {}s",
+                    MIN_INTERVAL.as_secs()
+                ));
+            }
+            sources.push(SourceConfig {
+                name: s.name,
+                url,
+                root,
+                interval,
+                priority: s.priority,
+            });
+        }
+        Ok(Config {
+            data_dir: base.join(raw.data_dir.unwrap_or_else(|| PathBuf::from("sync-data"))),
+            listen: raw.listen.unwrap_or_else(|| "127.0.0.1:8081".into()),
+            sources,
+        })
+    }
+}
+
+/// `90s`, `5m`, `1h`: a number and a unit.
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let bad = || format!("`{s}` is not an interval like 90s, 5m or 1h");
+    let (number, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
+    let n: u64 = number.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        _ => return Err(bad()),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sources_and_names_the_bad_field() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("root.json"), b"{}").unwrap();
+        let ok = Config::parse(
+            "dataDir: state\nsources:\n  - name: public\n    url: http://127.0.0.1:9/x\n    root: root.json\n    interval: 2m\n    priority: 5\n",
+            dir.path(),
+        )
+        .unwrap();
+        assert_eq!(ok.data_dir, dir.path().join("state"));
+        assert_eq!(ok.sources[0].url.as_str(), "http://127.0.0.1:9/x/");
+        assert_eq!(ok.sources[0].interval, Duration::from_secs(120));
+        assert_eq!(ok.sources[0].priority, 5);
+        assert!(Config::parse("", dir.path()).unwrap().sources.is_empty());
+        for (text, field) in [
+            (
+                "sources:\n  - {name: Bad, url: http://h/, root: root.json}",
+                "sources[0].name",
+            ),
+            (
+                "sources:\n  - {name: a, url: ftp://h/, root: root.json}",
+                "sources[0].url",
+            ),
+            (
+                "sources:\n  - {name: a, url: http://h/, root: missing.json}",
+                "sources[0].root",
+            ),
+            (
+                "sources:\n  - {name: a, url: http://h/, root: root.json, interval: 1s}",
+                "sources[0].interval",
+            ),
+            (
+                "sources:\n  - {name: a, url: http://h/, root: root.json}\n  - {name: a, url: http://h/, root: root.json}",
+                "sources[1].name",
+            ),
+            ("colour: blue", "colour"),
+        ] {
+            let err = Config::parse(text, dir.path()).unwrap_err();
+            assert!(err.contains(field), "{text}: {err}");
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! The worker's own SQLite database (`DATA_DIR/sync.db`): sources, their last good
+//! state and status. Stores bytes as verified by `round`; it never verifies.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::Row;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SyncStoreError {
+    #[error("sync database: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("sync database migration: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+#[derive(Debug, Clone)]
+pub struct SyncStore {
+    pool: SqlitePool,
+}
+
+/// One verified definition of a source, as a round stores it.
+#[derive(Debug, Clone)]
+pub struct SourceDefinition {
+    pub target: String,
+    pub publisher: String,
+    pub name: String,
+    pub version: String,
+    pub hash: String,
+    pub yanked: bool,
+    pub signer_key_ids: String,
+    /// The bytes; `None` when the store already holds this hash for this target.
+    pub bytes: Option<Vec<u8>>,
+}
+
+/// Trusted metadata versions after a good round.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TrustedVersions {
+    pub root: u64,
+    pub timestamp: u64,
+    pub snapshot: u64,
+    pub targets: u64,
+    pub timestamp_expires_at: i64,
+}
+
+/// What `/status` reports for a source.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SourceStatus {
+    pub name: String,
+    pub url: String,
+    pub last_attempt_at: Option<i64>,
+    pub last_success_at: Option<i64>,
+    pub last_reason: Option<String>,
+    pub last_error: Option<String>,
+    pub consecutive_failures: u64,
+    pub trusted: Option<TrustedVersions>,
+    pub definitions: u64,
+}
+
+impl SyncStore {
+    /// Opens (creating if missing) the database file and applies migrations.
+    pub async fn open(path: &Path) -> Result<SyncStore, SyncStoreError> {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // FULL: a round acknowledged as stored survives power loss, not only a crash.
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(5));
+        Self::connect(options, 4).await
+    }
+
+    pub async fn open_in_memory() -> Result<SyncStore, SyncStoreError> {
+        let options = SqliteConnectOptions::from_str("sqlite::memory:")?.foreign_keys(true);
+        Self::connect(options, 1).await
+    }
+
+    async fn connect(options: SqliteConnectOptions, max: u32) -> Result<SyncStore, SyncStoreError> {
+        let pool = SqlitePoolOptions::new()
+            .max_connections(max)
+            .connect_with(options)
+            .await?;
+        sqlx::migrate!("./migrations/sync").run(&pool).await?;
+        Ok(SyncStore { pool })
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Registers a configured source (or updates its URL).
+    pub async fn add_source(&self, name: &str, url: &str) -> Result<(), SyncStoreError> {
+        sqlx::query("INSERT INTO sources (name, url) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET url = excluded.url")
+            .bind(name)
+            .bind(url)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The hash stored for each target of a source.
+    pub async fn known_hashes(
+        &self,
+        source: &str,
+    ) -> Result<HashMap<String, String>, SyncStoreError> {
+        let rows: Vec<(String, String)> =
+            sqlx::query_as("SELECT target, hash FROM source_definitions WHERE source = ?")
+                .bind(source)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// Replaces a source's state with a verified round, in one transaction: targets no
+    /// longer listed leave, new ones arrive, yank flags and signers follow the index.
+    pub async fn replace_source(
+        &self,
+        source: &str,
+        defs: &[SourceDefinition],
+        trusted: &TrustedVersions,
+        now: i64,
+    ) -> Result<(), SyncStoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("CREATE TEMP TABLE IF NOT EXISTS listed (target TEXT PRIMARY KEY)")
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM temp.listed")
+            .execute(&mut *tx)
+            .await?;
+        for d in defs {
+            sqlx::query("INSERT INTO temp.listed (target) VALUES (?)")
+                .bind(&d.target)
+                .execute(&mut *tx)
+                .await?;
+            match &d.bytes {
+                Some(bytes) => {
+                    sqlx::query(
+                        "INSERT INTO source_definitions (source, target, publisher, name, version, hash, yanked, signer_key_ids, definition)
+                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                         ON CONFLICT (source, target) DO UPDATE SET hash = excluded.hash, yanked = excluded.yanked,
+                           signer_key_ids = excluded.signer_key_ids, definition = excluded.definition,
+                           publisher = excluded.publisher, name = excluded.name, version = excluded.version",
+                    )
+                    .bind(source)
+                    .bind(&d.target)
+                    .bind(&d.publisher)
+                    .bind(&d.name)
+                    .bind(&d.version)
+                    .bind(&d.hash)
+                    .bind(d.yanked)
+                    .bind(&d.signer_key_ids)
+                    .bind(bytes)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                None => {
+                    sqlx::query("UPDATE source_definitions SET yanked = ?, signer_key_ids = ? WHERE source = ? AND target = ?")
+                        .bind(d.yanked)
+                        .bind(&d.signer_key_ids)
+                        .bind(source)
+                        .bind(&d.target)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+        }
+        sqlx::query("DELETE FROM source_definitions WHERE source = ? AND target NOT IN (SELECT target FROM temp.listed)")
+            .bind(source)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM temp.listed")
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "UPDATE sources SET last_attempt_at = ?, last_success_at = ?, last_reason = NULL, last_error = NULL,
+               consecutive_failures = 0, root_version = ?, timestamp_version = ?, snapshot_version = ?,
+               targets_version = ?, timestamp_expires_at = ? WHERE name = ?",
+        )
+        .bind(now)
+        .bind(now)
+        .bind(trusted.root as i64)
+        .bind(trusted.timestamp as i64)
+        .bind(trusted.snapshot as i64)
+        .bind(trusted.targets as i64)
+        .bind(trusted.timestamp_expires_at)
+        .bind(source)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Records a failed round; the source's definitions stay as they were.
+    pub async fn record_failure(
+        &self,
+        source: &str,
+        reason: &str,
+        error: &str,
+        now: i64,
+    ) -> Result<u64, SyncStoreError> {
+        let failures: i64 = sqlx::query_scalar(
+            "UPDATE sources SET last_attempt_at = ?, last_reason = ?, last_error = ?,
+               consecutive_failures = consecutive_failures + 1 WHERE name = ? RETURNING consecutive_failures",
+        )
+        .bind(now)
+        .bind(reason)
+        .bind(error)
+        .bind(source)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(failures.max(0) as u64)
+    }
+
+    /// Status of every source, by name.
+    pub async fn status(&self) -> Result<Vec<SourceStatus>, SyncStoreError> {
+        let rows = sqlx::query(
+            "SELECT s.*, (SELECT COUNT(*) FROM source_definitions d WHERE d.source = s.name) AS definitions
+             FROM sources s ORDER BY name",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let v = |c: &str| r.get::<Option<i64>, _>(c).map(|n| n.max(0) as u64);
+                SourceStatus {
+                    name: r.get("name"),
+                    url: r.get("url"),
+                    last_attempt_at: r.get("last_attempt_at"),
+                    last_success_at: r.get("last_success_at"),
+                    last_reason: r.get("last_reason"),
+                    last_error: r.get("last_error"),
+                    consecutive_failures: r.get::<i64, _>("consecutive_failures").max(0) as u64,
+                    trusted: v("root_version").map(|root| TrustedVersions {
+                        root,
+                        timestamp: v("timestamp_version").unwrap_or(0),
+                        snapshot: v("snapshot_version").unwrap_or(0),
+                        targets: v("targets_version").unwrap_or(0),
+                        timestamp_expires_at: r
+                            .get::<Option<i64>, _>("timestamp_expires_at")
+                            .unwrap_or(0),
+                    }),
+                    definitions: r.get::<i64, _>("definitions").max(0) as u64,
+                }
+            })
+            .collect())
+    }
+
+    /// The stored definitions of a source: (target, hash, yanked, bytes).
+    pub async fn source_definitions(
+        &self,
+        source: &str,
+    ) -> Result<Vec<(String, String, bool, Vec<u8>)>, SyncStoreError> {
+        Ok(sqlx::query_as("SELECT target, hash, yanked, definition FROM source_definitions WHERE source = ? ORDER BY target")
+            .bind(source)
+            .fetch_all(&self.pool)
+            .await?)
+    }
+}
