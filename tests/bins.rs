@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::publishing::{Client, assert_refused, definition, setup};
-use common::{Server, python_tuf, trusted_root};
+use common::{Server, output_text, python_tuf, trusted_root};
 use marketplace::definition::Definition;
 use tough::schema::{Signed, Targets};
 
@@ -26,11 +26,7 @@ fn run(args: &[&str], server: &str, key: &Path, token: &str, bin_max: usize) -> 
         .env("MARKETPLACE_TOKEN", token)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = output_text(&out);
     assert!(out.status.success(), "marketplace {args:?}: {text}");
     text
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::publishing::{Client, YEAR, assert_refused, definition, marketplace, setup};
-use common::{Server, python_tuf, trusted_root};
+use common::{Server, output_text as text, python_tuf, trusted_root};
 use marketplace::trust::SigningKey;
 use marketplace::trust::publish::build_resign;
 use tough::schema::{Signed, Targets};
@@ -22,14 +22,6 @@ fn resign(server: &str, token: &str, key: &Path, old: Option<&str>) -> std::proc
         .env("MARKETPLACE_TOKEN", token)
         .output()
         .unwrap()
-}
-
-fn text(out: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// The newest targets metadata: acme's delegated key ids and every delegation key id.

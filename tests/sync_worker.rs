@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::publishing::{Client, definition, setup};
-use common::{Server, trusted_root};
+use common::{Server, output_text as out, trusted_root};
 use marketplace::sync::SyncStore;
 
 fn sync_once(config: &Path) -> Output {
@@ -15,14 +15,6 @@ fn sync_once(config: &Path) -> Output {
         .args(["sync", "--once", "--config", config.to_str().unwrap()])
         .output()
         .unwrap()
-}
-
-fn out(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 #[tokio::test]

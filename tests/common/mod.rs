@@ -112,6 +112,15 @@ impl Drop for Server {
     }
 }
 
+/// A command's stdout and stderr together, for assertions and failure messages.
+pub fn output_text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// python-tuf from the virtualenv `.ci/run` creates; `MARKETPLACE_TEST_PYTHON` overrides.
 pub fn python() -> PathBuf {
     let path = std::env::var_os("MARKETPLACE_TEST_PYTHON")
