@@ -14,6 +14,8 @@ pub struct HttpError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Structured detail, such as the problems of an invalid definition.
+    pub details: Option<serde_json::Value>,
 }
 
 impl HttpError {
@@ -22,7 +24,17 @@ impl HttpError {
             status,
             code,
             message: message.into(),
+            details: None,
         }
+    }
+
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    pub fn unauthorized(message: &str) -> Self {
+        HttpError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
     }
 
     pub fn not_found(what: impl Into<String>) -> Self {
@@ -106,6 +118,8 @@ struct Body<'a> {
 struct Inner<'a> {
     code: &'a str,
     message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<&'a serde_json::Value>,
 }
 
 impl IntoResponse for HttpError {
@@ -114,6 +128,7 @@ impl IntoResponse for HttpError {
             error: Inner {
                 code: self.code,
                 message: &self.message,
+                details: self.details.as_ref(),
             },
         };
         (self.status, Json(body)).into_response()
@@ -129,4 +144,18 @@ pub fn client_has(headers: &HeaderMap, etag: &str) -> bool {
         .flat_map(|v| v.split(','))
         .map(|t| t.trim().trim_start_matches("W/"))
         .any(|t| t == etag || t == "*")
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+pub fn bearer(headers: &HeaderMap) -> Result<&str, HttpError> {
+    let value = headers.get(header::AUTHORIZATION).ok_or_else(|| {
+        HttpError::unauthorized("an `Authorization: Bearer <token>` header is required")
+    })?;
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| HttpError::unauthorized("the Authorization header must be `Bearer <token>`"))
 }

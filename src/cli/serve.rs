@@ -98,7 +98,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn init_tracing(format: &str) {
+pub(super) fn init_tracing(format: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MARKETPLACE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
     let builder = tracing_subscriber::fmt()

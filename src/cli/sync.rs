@@ -1,136 +1,168 @@
-//! `marketplace sync --config sync.yaml [--once]`: the sync worker.
+//! `marketplace sync`: the sync worker (rounds and its local API), and the local API's
+//! tokens. A thin layer over `sync::Worker`.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::Arc;
 
 use anyhow::Context;
-use clap::Args;
+use clap::{Args, Subcommand};
 
-use crate::sync::{Config, SourceConfig, SyncStore, sync_source};
+use crate::sync::{Config, RoundError, Scope, SyncStore, Synced, Worker, api};
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct SyncArgs {
     /// The worker's configuration (data directory, local API address, sources).
-    #[arg(long, value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "MARKETPLACE_SYNC_CONFIG",
+        default_value = "sync.yaml"
+    )]
     config: PathBuf,
     /// Run one round for every source and exit; non-zero if any source failed.
     #[arg(long)]
     once: bool,
+    /// Serve the local API without running rounds (when rounds run elsewhere, e.g.
+    /// `--once` from a scheduled job).
+    #[arg(long, conflicts_with = "once")]
+    api_only: bool,
+    /// Log format: `text` for people, `json` for log collectors.
+    #[arg(long, env = "MARKETPLACE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    #[command(subcommand)]
+    command: Option<SyncCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+enum SyncCommand {
+    /// Bearer tokens of the local API.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Create a token (printed once, stored hashed).
+    Create {
+        /// The organization it acts for: read its view, add and remove its sideloads.
+        #[arg(long, required_unless_present = "reader", conflicts_with = "reader")]
+        org: Option<String>,
+        /// A token that reads every organization's view and writes nothing (for
+        /// Fundament's own service).
+        #[arg(long)]
+        reader: bool,
+    },
+    /// List tokens (ids and scopes, never the tokens).
+    List,
+    /// Revoke a token by id.
+    Revoke { id: String },
 }
 
 pub fn run(args: SyncArgs) -> anyhow::Result<bool> {
     let config = Config::load(&args.config)?;
-    tokio::runtime::Runtime::new()
-        .context("starting the async runtime")?
-        .block_on(async move {
-            std::fs::create_dir_all(&config.data_dir)
-                .with_context(|| format!("creating {}", config.data_dir.display()))?;
-            let store = SyncStore::open(&config.data_dir.join("sync.db")).await?;
-            if config.sources.is_empty() {
-                println!("no sources configured: the built-in definitions alone are offered");
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    if let Some(SyncCommand::Token(command)) = args.command {
+        runtime.block_on(token(command, &config))?;
+        return Ok(true);
+    }
+    if !args.once {
+        super::serve::init_tracing(&args.log_format);
+    }
+    runtime.block_on(async move {
+        let worker = Arc::new(Worker::open(config).await?);
+        if worker.config().sources.is_empty() {
+            println!("no sources configured: the built-in definitions alone are offered");
+        }
+        let ok = if args.once {
+            let mut ok = true;
+            for (name, outcome) in worker.sync_all().await {
+                report(&name, &outcome);
+                ok &= outcome.is_ok();
             }
-            let ok = if args.once {
-                once(&store, &config).await
-            } else {
-                forever(store.clone(), config).await;
-                true
+            ok
+        } else {
+            serve(worker.clone(), !args.api_only).await?;
+            true
+        };
+        worker.store().close().await;
+        Ok(ok)
+    })
+}
+
+/// The local API until SIGINT or SIGTERM, with every source's rounds beside it.
+async fn serve(worker: Arc<Worker>, rounds: bool) -> anyhow::Result<()> {
+    let listen = worker.config().listen.clone();
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("listening on {listen}"))?;
+    let addr = listener.local_addr()?;
+    // Scripts and tests read this line to find a port chosen by the system.
+    println!("local API listening on http://{addr}");
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    let app = api::router(worker.clone());
+    if rounds {
+        let run = worker.run(std::future::pending(), report);
+        tokio::select! {
+            served = crate::server::serve(listener, app) => served?,
+            () = run => {}
+        }
+    } else {
+        crate::server::serve(listener, app).await?;
+    }
+    Ok(())
+}
+
+fn report(source: &str, outcome: &Result<Synced, RoundError>) {
+    match outcome {
+        Ok(done) if done.unchanged => println!(
+            "{source}: {} definitions, unchanged (timestamp v{})",
+            done.definitions, done.trusted.timestamp
+        ),
+        Ok(done) => println!(
+            "{source}: {} definitions ({} downloaded), snapshot v{}, timestamp v{}",
+            done.definitions, done.downloaded, done.trusted.snapshot, done.trusted.timestamp
+        ),
+        Err(e) => eprintln!("{source}: failed ({}): {}", e.reason, e.message),
+    }
+}
+
+async fn token(command: TokenCommand, config: &Config) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let store = SyncStore::open(&config.data_dir.join("sync.db")).await?;
+    let now = crate::clock::now();
+    match command {
+        TokenCommand::Create { org, reader: _ } => {
+            let scope = org.map_or(Scope::Reader, Scope::Org);
+            let (id, token) = store.create_token(&scope, now).await?;
+            let what = match &scope {
+                Scope::Org(org) => format!("organization {org}"),
+                Scope::Reader => "reading every organization".to_owned(),
             };
-            store.close().await;
-            Ok(ok)
-        })
-}
-
-/// One round per source, one after another; whether all succeeded.
-async fn once(store: &SyncStore, config: &Config) -> bool {
-    let mut ok = true;
-    for source in &config.sources {
-        ok &= report(store, source, config).await.is_ok();
-    }
-    ok
-}
-
-async fn report(
-    store: &SyncStore,
-    source: &SourceConfig,
-    config: &Config,
-) -> Result<(), crate::sync::RoundError> {
-    match sync_source(store, source, &config.data_dir, crate::clock::now()).await {
-        Ok(done) => {
-            println!(
-                "{}: {} definitions ({} downloaded), snapshot v{}, timestamp v{}",
-                source.name,
-                done.definitions,
-                done.downloaded,
-                done.trusted.snapshot,
-                done.trusted.timestamp
-            );
-            Ok(())
+            eprintln!("token {id} for {what}; it is shown only this once:");
+            println!("{token}");
         }
-        Err(e) => {
-            eprintln!("{}: failed ({}): {}", source.name, e.reason, e.message);
-            Err(e)
-        }
-    }
-}
-
-/// Each source on its own schedule until interrupted: its interval after a good
-/// round; after failures, exponential backoff with jitter, never longer than the
-/// interval, so a flapping source neither hammers nor stalls.
-async fn forever(store: SyncStore, config: Config) {
-    let mut tasks = tokio::task::JoinSet::new();
-    for source in config.sources.clone() {
-        let (store, config) = (store.clone(), config.clone());
-        tasks.spawn(async move {
-            let mut failures = 0u32;
-            loop {
-                let wait = match report(&store, &source, &config).await {
-                    Ok(()) => {
-                        failures = 0;
-                        source.interval
-                    }
-                    Err(_) => {
-                        failures = failures.saturating_add(1);
-                        backoff(failures, source.interval)
-                    }
+        TokenCommand::List => {
+            for t in store.tokens().await? {
+                let scope = t.org.map_or("reader".to_owned(), |o| format!("org {o}"));
+                let state = if t.revoked_at.is_some() {
+                    "revoked"
+                } else {
+                    "active"
                 };
-                tokio::time::sleep(wait).await;
+                println!("{}  {scope}  {state}", t.id);
             }
-        });
-    }
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = async { while tasks.join_next().await.is_some() {} std::future::pending::<()>().await } => {}
-    }
-}
-
-/// 5 s doubling per consecutive failure, capped at `interval`, then scaled by a random
-/// factor in [0.5, 1) so many workers do not retry in step.
-fn backoff(failures: u32, interval: Duration) -> Duration {
-    let base = Duration::from_secs(5)
-        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
-        .min(interval);
-    let random = {
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(failures);
-        h.finish()
-    };
-    base.mul_f64(0.5 + (random % 1000) as f64 / 2000.0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_is_capped_and_jittered() {
-        let interval = Duration::from_secs(300);
-        for failures in 1..40 {
-            let d = backoff(failures, interval);
-            let base = Duration::from_secs(5)
-                .saturating_mul(1 << (failures - 1).min(16))
-                .min(interval);
-            assert!(d >= base / 2 && d < base, "{failures}: {d:?}");
+        }
+        TokenCommand::Revoke { id } => {
+            if !store.revoke_token(&id, now).await? {
+                anyhow::bail!("no active token with id {id}");
+            }
+            println!("token {id} revoked");
         }
     }
+    store.close().await;
+    Ok(())
 }

@@ -1,16 +1,27 @@
 //! The sync worker: pulls and verifies the signed index of one or more marketplaces
-//! into its own database, one source at a time, so a failing or hostile source never
-//! touches another's state or empties the catalog.
+//! into its own database, merges it with the built-in definitions and each
+//! organization's sideloads, and answers "what may organization X install?".
 //!
 //! Layering: `round` verifies through `trust::client` (tough) and validates through
-//! `definition`, then hands a complete, verified view to `store`; `store` never
-//! verifies and never does HTTP. The CLI (`marketplace sync`) is a thin loop over
-//! [`round::sync_source`].
+//! `definition`, then hands a complete, verified view to `store`; `store` and
+//! `sideload` never verify and never do HTTP; `merge`, `view` and `plan` are pure
+//! functions over what the store holds. [`Worker`] ties them together for a host
+//! program; the CLI (`marketplace sync`) and the local API (`api`) are thin layers
+//! over it.
 
+pub mod api;
 pub mod config;
+pub mod merge;
+pub mod plan;
+mod quick;
 pub mod round;
+pub mod sideload;
 pub mod store;
+pub mod view;
+pub mod worker;
 
 pub use config::{Config, ConfigError, SourceConfig};
 pub use round::{Reason, RoundError, Synced, sync_source};
+pub use sideload::{Added, Scope, SideloadError};
 pub use store::{SourceStatus, SyncStore};
+pub use worker::{Status, Worker, WorkerError};

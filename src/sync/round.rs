@@ -10,9 +10,11 @@ use tough::TargetName;
 use tough::schema::{Target, Targets};
 
 use super::config::SourceConfig;
-use super::store::{SourceDefinition, SyncStore, TrustedVersions};
+use super::quick;
+use super::store::{SourceDefinition, SyncStore, Trusted, TrustedVersions};
+use super::view::Summary;
 use crate::definition::{Definition, MAX_DEFINITION_BYTES};
-use crate::trust::client::ClientError;
+use crate::trust::client::{ClientError, HttpTransport};
 
 /// Downloads in flight per source: enough to hide loopback and LAN latency.
 const PARALLEL_DOWNLOADS: usize = 16;
@@ -86,11 +88,13 @@ pub struct Synced {
     pub definitions: usize,
     /// Of those, downloaded this round (new hashes).
     pub downloaded: usize,
+    /// The timestamp was the one already trusted: nothing else was fetched.
+    pub unchanged: bool,
     pub trusted: TrustedVersions,
 }
 
-/// Where a source's TUF client state lives (the last trusted metadata, so rollback is
-/// detected across restarts).
+/// Where tough keeps a source's metadata during a round. Rebuilt from the database at
+/// the start of each round; the database, not this folder, is the trusted state.
 pub fn datastore(data_dir: &Path, source: &str) -> PathBuf {
     data_dir.join("tuf").join(source)
 }
@@ -98,12 +102,13 @@ pub fn datastore(data_dir: &Path, source: &str) -> PathBuf {
 /// Runs one round for `source` and records its outcome (success or reason) in `store`.
 pub async fn sync_source(
     store: &SyncStore,
+    transport: &HttpTransport,
     source: &SourceConfig,
     data_dir: &Path,
     now: i64,
 ) -> Result<Synced, RoundError> {
     store.add_source(&source.name, source.url.as_str()).await?;
-    match round(store, source, data_dir, now).await {
+    match round(store, transport, source, data_dir, now).await {
         Ok(done) => Ok(done),
         Err(e) => {
             store
@@ -116,20 +121,45 @@ pub async fn sync_source(
 
 async fn round(
     store: &SyncStore,
+    transport: &HttpTransport,
     source: &SourceConfig,
     data_dir: &Path,
     now: i64,
 ) -> Result<Synced, RoundError> {
+    let trusted = store.trusted(&source.name).await?;
+    if let Some(t) = &trusted
+        && quick::unchanged(transport, &source.url, t, now).await
+    {
+        store.record_unchanged(&source.name, now).await?;
+        let definitions = store.known_hashes(&source.name).await?.len();
+        return Ok(Synced {
+            definitions,
+            downloaded: 0,
+            unchanged: true,
+            trusted: t.versions.clone(),
+        });
+    }
     let datastore = datastore(data_dir, &source.name);
-    // tough starts from the root it is given; the newest root it verified is kept in
-    // its datastore, so start from that one once there is one.
-    let root = match std::fs::read(datastore.join("root.json")) {
-        Ok(bytes) => bytes,
-        Err(_) => source.root.clone(),
-    };
-    let repo = crate::trust::client::load(&root, &source.url, &datastore)
+    prepare_datastore(&datastore, trusted.as_ref())?;
+    let root = trusted.as_ref().map_or(&source.root, |t| &t.root);
+    let repo = crate::trust::client::load_with(transport.clone(), root, &source.url, &datastore)
         .await
         .map_err(classify)?;
+    let versions = trusted_versions(&repo);
+    if let Some(t) = &trusted {
+        // tough measures rollbacks against the datastore rebuilt above; this repeats the
+        // check against the database so that it holds whatever tough does.
+        let before = &t.versions;
+        if versions.timestamp < before.timestamp || versions.snapshot < before.snapshot {
+            return Err(RoundError::new(
+                Reason::RolledBack,
+                format!(
+                    "timestamp v{} and snapshot v{} are older than the trusted v{} and v{}",
+                    versions.timestamp, versions.snapshot, before.timestamp, before.snapshot
+                ),
+            ));
+        }
+    }
     let mut listed = Vec::new();
     let targets = repo.targets();
     walk(&targets.signed, None, &signers(targets), &mut listed)?;
@@ -144,21 +174,75 @@ async fn round(
         .try_collect()
         .await?;
     let downloaded = fetched.iter().filter(|d| d.bytes.is_some()).count();
-    let trusted = TrustedVersions {
+    let read = |file: &str| {
+        std::fs::read(datastore.join(file))
+            .map_err(|e| RoundError::new(Reason::Local, format!("reading verified {file}: {e}")))
+    };
+    let kept = Trusted {
+        versions: versions.clone(),
+        root: read("root.json")?,
+        timestamp: read("timestamp.json")?,
+        snapshot: read("snapshot.json")?,
+    };
+    store
+        .replace_source(&source.name, &fetched, &kept, now)
+        .await?;
+    Ok(Synced {
+        definitions: fetched.len(),
+        downloaded,
+        unchanged: false,
+        trusted: versions,
+    })
+}
+
+/// Empties the round's datastore and puts back the trusted timestamp and snapshot,
+/// which tough measures rollbacks against.
+fn prepare_datastore(dir: &Path, trusted: Option<&Trusted>) -> Result<(), RoundError> {
+    let local = |e: std::io::Error| {
+        RoundError::new(Reason::Local, format!("preparing {}: {e}", dir.display()))
+    };
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(local(e)),
+    }
+    std::fs::create_dir_all(dir).map_err(local)?;
+    if let Some(t) = trusted {
+        std::fs::write(dir.join("timestamp.json"), &t.timestamp).map_err(local)?;
+        std::fs::write(dir.join("snapshot.json"), &t.snapshot).map_err(local)?;
+    }
+    Ok(())
+}
+
+/// Versions and the earliest expiry of everything the repository now trusts.
+fn trusted_versions(repo: &tough::Repository) -> TrustedVersions {
+    let mut earliest = (repo.root().signed.expires, "root".to_owned());
+    let mut consider = |expires: jiff::Timestamp, role: &str| {
+        if expires < earliest.0 {
+            earliest = (expires, role.to_owned());
+        }
+    };
+    consider(repo.timestamp().signed.expires, "timestamp");
+    consider(repo.snapshot().signed.expires, "snapshot");
+    consider(repo.targets().signed.expires, "targets");
+    let mut stack = vec![&repo.targets().signed];
+    while let Some(role) = stack.pop() {
+        for d in role.delegations.iter().flat_map(|d| &d.roles) {
+            if let Some(signed) = &d.targets {
+                consider(signed.signed.expires, &d.name);
+                stack.push(&signed.signed);
+            }
+        }
+    }
+    TrustedVersions {
         root: repo.root().signed.version.get(),
         timestamp: repo.timestamp().signed.version.get(),
         snapshot: repo.snapshot().signed.version.get(),
         targets: repo.targets().signed.version.get(),
         timestamp_expires_at: repo.timestamp().signed.expires.as_second(),
-    };
-    store
-        .replace_source(&source.name, &fetched, &trusted, now)
-        .await?;
-    Ok(Synced {
-        definitions: fetched.len(),
-        downloaded,
-        trusted,
-    })
+        expires_at: earliest.0.as_second(),
+        expires_role: earliest.1,
+    }
 }
 
 fn signers(role: &tough::schema::Signed<Targets>) -> String {
@@ -250,7 +334,15 @@ async fn definition(
             .into_vec()
             .await
             .map_err(|e| classify(ClientError::from(e)))?;
-        let def = Definition::parse(&bytes).map_err(|e| invalid(e.to_string()))?;
+        // Parsing is the CPU-heavy part of a cold round; off the I/O threads, it runs on
+        // every core while downloads continue.
+        let (def, bytes) = tokio::task::spawn_blocking(move || {
+            let def = Definition::parse(&bytes);
+            (def, bytes)
+        })
+        .await
+        .map_err(|e| RoundError::new(Reason::Local, e.to_string()))?;
+        let def = def.map_err(|e| invalid(e.to_string()))?;
         if crate::trust::metadata::target_name(&publisher, &def) != name.raw() {
             return Err(invalid(format!(
                 "the file describes {} {}, not what its path says",
@@ -258,7 +350,7 @@ async fn definition(
                 def.version_text()
             )));
         }
-        Some(bytes)
+        Some((bytes, Summary::of(&def).to_json()))
     };
     Ok(SourceDefinition {
         target: name.raw().to_owned(),

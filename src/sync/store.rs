@@ -21,7 +21,7 @@ pub enum SyncStoreError {
 
 #[derive(Debug, Clone)]
 pub struct SyncStore {
-    pool: SqlitePool,
+    pub(super) pool: SqlitePool,
 }
 
 /// One verified definition of a source, as a round stores it.
@@ -34,22 +34,53 @@ pub struct SourceDefinition {
     pub hash: String,
     pub yanked: bool,
     pub signer_key_ids: String,
-    /// The bytes; `None` when the store already holds this hash for this target.
-    pub bytes: Option<Vec<u8>>,
+    /// The bytes and their summary (JSON); `None` when the store already holds this
+    /// hash for this target.
+    pub bytes: Option<(Vec<u8>, String)>,
 }
 
 /// Trusted metadata versions after a good round.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct TrustedVersions {
     pub root: u64,
     pub timestamp: u64,
     pub snapshot: u64,
     pub targets: u64,
     pub timestamp_expires_at: i64,
+    /// The earliest expiry of any trusted role, and that role's name.
+    pub expires_at: i64,
+    pub expires_role: String,
+}
+
+/// The trusted metadata a good round leaves, kept for the next round: the root to start
+/// from and the timestamp and snapshot that rollbacks are measured against.
+#[derive(Debug, Clone)]
+pub struct Trusted {
+    pub versions: TrustedVersions,
+    pub root: Vec<u8>,
+    pub timestamp: Vec<u8>,
+    pub snapshot: Vec<u8>,
+}
+
+/// One stored definition as the merge reads it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct StoredRow {
+    pub source: String,
+    pub publisher: String,
+    pub name: String,
+    pub version: String,
+    pub hash: String,
+    pub yanked: bool,
+    pub signer_key_ids: String,
+    pub summary: Option<String>,
+    /// Only for rows stored before summaries were kept.
+    pub definition: Option<Vec<u8>>,
 }
 
 /// What `/status` reports for a source.
 #[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SourceStatus {
     pub name: String,
     pub url: String,
@@ -123,7 +154,7 @@ impl SyncStore {
         &self,
         source: &str,
         defs: &[SourceDefinition],
-        trusted: &TrustedVersions,
+        trusted: &Trusted,
         now: i64,
     ) -> Result<(), SyncStoreError> {
         let mut tx = self.pool.begin().await?;
@@ -139,13 +170,14 @@ impl SyncStore {
                 .execute(&mut *tx)
                 .await?;
             match &d.bytes {
-                Some(bytes) => {
+                Some((bytes, summary)) => {
                     sqlx::query(
-                        "INSERT INTO source_definitions (source, target, publisher, name, version, hash, yanked, signer_key_ids, definition)
-                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        "INSERT INTO source_definitions (source, target, publisher, name, version, hash, yanked, signer_key_ids, definition, summary)
+                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                          ON CONFLICT (source, target) DO UPDATE SET hash = excluded.hash, yanked = excluded.yanked,
                            signer_key_ids = excluded.signer_key_ids, definition = excluded.definition,
-                           publisher = excluded.publisher, name = excluded.name, version = excluded.version",
+                           publisher = excluded.publisher, name = excluded.name, version = excluded.version,
+                           summary = excluded.summary",
                     )
                     .bind(source)
                     .bind(&d.target)
@@ -156,6 +188,7 @@ impl SyncStore {
                     .bind(d.yanked)
                     .bind(&d.signer_key_ids)
                     .bind(bytes)
+                    .bind(summary)
                     .execute(&mut *tx)
                     .await?;
                 }
@@ -180,18 +213,25 @@ impl SyncStore {
         sqlx::query(
             "UPDATE sources SET last_attempt_at = ?, last_success_at = ?, last_reason = NULL, last_error = NULL,
                consecutive_failures = 0, root_version = ?, timestamp_version = ?, snapshot_version = ?,
-               targets_version = ?, timestamp_expires_at = ? WHERE name = ?",
+               targets_version = ?, timestamp_expires_at = ?, expires_at = ?, expires_role = ?,
+               trusted_root = ?, trusted_timestamp = ?, trusted_snapshot = ? WHERE name = ?",
         )
         .bind(now)
         .bind(now)
-        .bind(trusted.root as i64)
-        .bind(trusted.timestamp as i64)
-        .bind(trusted.snapshot as i64)
-        .bind(trusted.targets as i64)
-        .bind(trusted.timestamp_expires_at)
+        .bind(trusted.versions.root as i64)
+        .bind(trusted.versions.timestamp as i64)
+        .bind(trusted.versions.snapshot as i64)
+        .bind(trusted.versions.targets as i64)
+        .bind(trusted.versions.timestamp_expires_at)
+        .bind(trusted.versions.expires_at)
+        .bind(&trusted.versions.expires_role)
+        .bind(&trusted.root)
+        .bind(&trusted.timestamp)
+        .bind(&trusted.snapshot)
         .bind(source)
         .execute(&mut *tx)
         .await?;
+        bump(&mut tx).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -217,12 +257,100 @@ impl SyncStore {
         Ok(failures.max(0) as u64)
     }
 
+    /// What the last good round of `source` trusted; `None` before the first one.
+    pub async fn trusted(&self, source: &str) -> Result<Option<Trusted>, SyncStoreError> {
+        let row = sqlx::query(
+            "SELECT trusted_root, trusted_timestamp, trusted_snapshot FROM sources
+             WHERE name = ? AND trusted_root IS NOT NULL",
+        )
+        .bind(source)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let versions = self
+            .status_of(Some(source))
+            .await?
+            .pop()
+            .and_then(|s| s.trusted)
+            .unwrap_or_default();
+        Ok(Some(Trusted {
+            versions,
+            root: row.get("trusted_root"),
+            timestamp: row.get("trusted_timestamp"),
+            snapshot: row.get("trusted_snapshot"),
+        }))
+    }
+
+    /// Records a round that found nothing new: the state stands as it is.
+    pub async fn record_unchanged(&self, source: &str, now: i64) -> Result<(), SyncStoreError> {
+        sqlx::query(
+            "UPDATE sources SET last_attempt_at = ?, last_success_at = ?, last_reason = NULL,
+               last_error = NULL, consecutive_failures = 0 WHERE name = ?",
+        )
+        .bind(now)
+        .bind(now)
+        .bind(source)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Forgets the sources no longer configured, with their definitions: an operator
+    /// who removes a source from the file expects its plugins to go.
+    pub async fn retain_sources(&self, names: &[&str]) -> Result<u64, SyncStoreError> {
+        let mut tx = self.pool.begin().await?;
+        let existing: Vec<String> = sqlx::query_scalar("SELECT name FROM sources")
+            .fetch_all(&mut *tx)
+            .await?;
+        let mut removed = 0;
+        for name in existing.iter().filter(|n| !names.contains(&n.as_str())) {
+            removed += sqlx::query("DELETE FROM sources WHERE name = ?")
+                .bind(name)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        }
+        if removed > 0 {
+            bump(&mut tx).await?;
+        }
+        tx.commit().await?;
+        Ok(removed)
+    }
+
+    /// Changes whenever what the sources offer changes (in any process).
+    pub async fn generation(&self) -> Result<i64, SyncStoreError> {
+        Ok(
+            sqlx::query_scalar("SELECT value FROM generation WHERE id = 1")
+                .fetch_one(&self.pool)
+                .await?,
+        )
+    }
+
+    /// Every stored definition of every source, as the merge reads them.
+    pub async fn rows(&self) -> Result<Vec<StoredRow>, SyncStoreError> {
+        Ok(sqlx::query_as(
+            "SELECT source, publisher, name, version, hash, yanked, signer_key_ids, summary,
+               CASE WHEN summary IS NULL THEN definition END AS definition
+             FROM source_definitions ORDER BY source, publisher, name",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// Status of every source, by name.
     pub async fn status(&self) -> Result<Vec<SourceStatus>, SyncStoreError> {
+        self.status_of(None).await
+    }
+
+    async fn status_of(&self, only: Option<&str>) -> Result<Vec<SourceStatus>, SyncStoreError> {
         let rows = sqlx::query(
-            "SELECT s.*, (SELECT COUNT(*) FROM source_definitions d WHERE d.source = s.name) AS definitions
-             FROM sources s ORDER BY name",
+            "SELECT s.name, s.url, s.last_attempt_at, s.last_success_at, s.last_reason, s.last_error,
+               s.consecutive_failures, s.root_version, s.timestamp_version, s.snapshot_version,
+               s.targets_version, s.timestamp_expires_at, s.expires_at, s.expires_role,
+               (SELECT COUNT(*) FROM source_definitions d WHERE d.source = s.name) AS definitions
+             FROM sources s WHERE ?1 IS NULL OR s.name = ?1 ORDER BY name",
         )
+        .bind(only)
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
@@ -245,6 +373,10 @@ impl SyncStore {
                         timestamp_expires_at: r
                             .get::<Option<i64>, _>("timestamp_expires_at")
                             .unwrap_or(0),
+                        expires_at: r.get::<Option<i64>, _>("expires_at").unwrap_or(0),
+                        expires_role: r
+                            .get::<Option<String>, _>("expires_role")
+                            .unwrap_or_default(),
                     }),
                     definitions: r.get::<i64, _>("definitions").max(0) as u64,
                 }
@@ -262,4 +394,11 @@ impl SyncStore {
             .fetch_all(&self.pool)
             .await?)
     }
+}
+
+async fn bump(tx: &mut sqlx::SqliteConnection) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE generation SET value = value + 1 WHERE id = 1")
+        .execute(tx)
+        .await?;
+    Ok(())
 }

@@ -28,6 +28,32 @@ impl HttpTransport {
     }
 }
 
+impl HttpTransport {
+    /// GETs one small file: `None` on 404, an error on anything but success, and never
+    /// more than `max` bytes read.
+    pub async fn get(&self, url: Url, max: usize) -> Result<Option<Vec<u8>>, String> {
+        let mut resp = self
+            .client
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        match resp.status() {
+            s if s.is_success() => {}
+            reqwest::StatusCode::NOT_FOUND => return Ok(None),
+            s => return Err(format!("HTTP status {s}")),
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+            if body.len() + chunk.len() > max {
+                return Err(format!("response larger than {max} bytes"));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(Some(body))
+    }
+}
+
 #[tough::async_trait]
 impl Transport for HttpTransport {
     async fn fetch(&self, url: Url) -> Result<TransportStream, TransportError> {
@@ -87,11 +113,21 @@ pub async fn load(
     base: &Url,
     datastore: &Path,
 ) -> Result<tough::Repository, ClientError> {
+    load_with(HttpTransport::new()?, trusted_root, base, datastore).await
+}
+
+/// [`load`] over a given transport, so a long-running client reuses its connections.
+pub async fn load_with(
+    transport: HttpTransport,
+    trusted_root: &[u8],
+    base: &Url,
+    datastore: &Path,
+) -> Result<tough::Repository, ClientError> {
     let join = |p: &str| base.join(p).map_err(|_| ClientError::Url(base.to_string()));
     std::fs::create_dir_all(datastore)
         .map_err(|e| ClientError::Datastore(datastore.display().to_string(), e))?;
     let repo = RepositoryLoader::new(&trusted_root, join("tuf/metadata/")?, join("tuf/targets/")?)
-        .transport(HttpTransport::new()?)
+        .transport(transport)
         .datastore(datastore)
         .load()
         .await?;

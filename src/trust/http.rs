@@ -326,7 +326,7 @@ async fn authorize(
     headers: &HeaderMap,
     publisher: &str,
 ) -> Result<(), HttpError> {
-    let token = bearer(headers)?;
+    let token = crate::http::bearer(headers)?;
     match state
         .store
         .publisher_for_token(&super::publishers::token_hash(token))
@@ -405,7 +405,7 @@ async fn whoami(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Result<axum::Json<serde_json::Value>, HttpError> {
-    let token = bearer(&headers)?;
+    let token = crate::http::bearer(&headers)?;
     let publisher = state
         .store
         .publisher_for_token(&super::publishers::token_hash(token))
@@ -414,21 +414,8 @@ async fn whoami(
     Ok(axum::Json(serde_json::json!({ "publisher": publisher })))
 }
 
-fn bearer(headers: &HeaderMap) -> Result<&str, HttpError> {
-    let value = headers
-        .get(header::AUTHORIZATION)
-        .ok_or_else(|| unauthorized("an `Authorization: Bearer <token>` header is required"))?;
-    value
-        .to_str()
-        .ok()
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| unauthorized("the Authorization header must be `Bearer <token>`"))
-}
-
 fn unauthorized(message: &str) -> HttpError {
-    HttpError::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    HttpError::unauthorized(message)
 }
 
 fn internal(e: super::TrustError) -> HttpError {

@@ -1,0 +1,347 @@
+//! The worker's local HTTP API, a thin layer over [`Worker`]:
+//!
+//! - `GET /status` — per source: last success, last error and reason, trusted
+//!   metadata versions and expiry (no token: it holds no organization's data);
+//! - `GET /orgs/{org}/plugins`, `/plugins/{name}`, `/plugins/{name}/upgrades?from=V`,
+//!   `/install-plan?plugins=a,b` — the organization's merged view (its token or a
+//!   reader token);
+//! - `GET|POST /orgs/{org}/sideloads`, `GET|DELETE /orgs/{org}/sideloads/{name}/{version}`,
+//!   `DELETE /orgs/{org}/sideloads/{name}` — the organization's sideloads (its token).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::plan::PlanError;
+use super::sideload::{Added, Scope, SideloadError};
+use super::store::SyncStoreError;
+use super::view::{Clash, Offer, OrgView, Plugin};
+use super::worker::{PlanRequestError, Worker};
+use crate::definition::{MAX_DEFINITION_BYTES, parse_version};
+use crate::http::HttpError;
+
+pub fn router(worker: Arc<Worker>) -> axum::Router {
+    let routes = axum::Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/status", get(status))
+        .route("/orgs/{org}/plugins", get(plugins))
+        .route("/orgs/{org}/plugins/{name}", get(plugin))
+        .route("/orgs/{org}/plugins/{name}/upgrades", get(upgrades))
+        .route("/orgs/{org}/install-plan", get(install_plan))
+        .route(
+            "/orgs/{org}/sideloads",
+            get(list_sideloads).post(add_sideload),
+        )
+        .route(
+            "/orgs/{org}/sideloads/{name}",
+            axum::routing::delete(delete_name),
+        )
+        .route(
+            "/orgs/{org}/sideloads/{name}/{version}",
+            get(get_sideload).delete(delete_version),
+        )
+        .with_state(worker);
+    crate::server::with_layers(routes)
+}
+
+type Shared = State<Arc<Worker>>;
+
+impl From<SyncStoreError> for HttpError {
+    fn from(e: SyncStoreError) -> Self {
+        tracing::error!(error = %e, "sync store failure");
+        HttpError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "internal error; the operator can find details in the worker log",
+        )
+    }
+}
+
+impl From<SideloadError> for HttpError {
+    fn from(e: SideloadError) -> Self {
+        let message = e.to_string();
+        match e {
+            SideloadError::BadOrg(_) => {
+                HttpError::new(StatusCode::BAD_REQUEST, "bad_parameter", message)
+            }
+            SideloadError::Invalid(invalid) => HttpError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_definition",
+                message,
+            )
+            .with_details(json!({ "problems": invalid.problems })),
+            SideloadError::Conflict { .. } => {
+                HttpError::new(StatusCode::CONFLICT, "version_exists", message)
+            }
+            SideloadError::TooMany => {
+                HttpError::new(StatusCode::UNPROCESSABLE_ENTITY, "too_many", message)
+            }
+            SideloadError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<PlanRequestError> for HttpError {
+    fn from(e: PlanRequestError) -> Self {
+        match e {
+            PlanRequestError::Org(e) => e.into(),
+            PlanRequestError::Plan(e) => {
+                let message = e.to_string();
+                match e {
+                    PlanError::Unknown(_) | PlanError::NoSuchVersion { .. } => {
+                        HttpError::not_found(message)
+                    }
+                    PlanError::Ambiguous(_)
+                    | PlanError::Yanked { .. }
+                    | PlanError::NothingInstallable(_) => {
+                        HttpError::new(StatusCode::CONFLICT, "not_installable", message)
+                    }
+                    _ => HttpError::new(StatusCode::BAD_REQUEST, "bad_parameter", message),
+                }
+            }
+        }
+    }
+}
+
+/// The caller's token must allow reading (`write == false`) or changing `org`.
+async fn authorize(
+    worker: &Worker,
+    headers: &HeaderMap,
+    org: &str,
+    write: bool,
+) -> Result<String, HttpError> {
+    super::sideload::check_org(org)?;
+    let token = crate::http::bearer(headers)?;
+    let Some((id, scope)) = worker.store().token_scope(token).await? else {
+        return Err(HttpError::unauthorized("the token is unknown or revoked"));
+    };
+    let allowed = if write {
+        scope.may_write(org)
+    } else {
+        scope.may_read(org)
+    };
+    if allowed {
+        return Ok(id);
+    }
+    let message = match scope {
+        Scope::Org(own) => format!("this token belongs to organization {own}, not {org}"),
+        Scope::Reader => "a reader token cannot change sideloads".to_owned(),
+    };
+    Err(HttpError::new(StatusCode::FORBIDDEN, "forbidden", message))
+}
+
+async fn status(State(worker): Shared) -> Result<Response, HttpError> {
+    Ok(Json(worker.status().await?).into_response())
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PluginSummary<'a> {
+    name: &'a str,
+    publisher: Option<&'a str>,
+    origin: super::view::Origin,
+    /// The version to install per major, newest major first.
+    latest: Vec<&'a Offer>,
+    clashes: Vec<&'a Clash>,
+}
+
+fn summary<'a>(view: &'a OrgView, p: &'a Plugin) -> PluginSummary<'a> {
+    PluginSummary {
+        name: &p.name,
+        publisher: p.publisher.as_deref(),
+        origin: p.origin,
+        latest: p.latest_per_major(),
+        clashes: view.clashes.iter().filter(|c| c.name == p.name).collect(),
+    }
+}
+
+async fn plugins(
+    State(worker): Shared,
+    Path(org): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, HttpError> {
+    authorize(&worker, &headers, &org, false).await?;
+    let view = worker.view(&org).await?;
+    let items: Vec<PluginSummary> = view.plugins().map(|p| summary(&view, p)).collect();
+    Ok(Json(json!({ "org": org, "plugins": items, "clashes": view.clashes })).into_response())
+}
+
+/// The plugin, or why it is not offered (404, or 409 when publishers clash over it).
+fn find<'a>(view: &'a OrgView, name: &str) -> Result<&'a Plugin, HttpError> {
+    if let Some(clash) = view.ambiguity(name) {
+        return Err(HttpError::new(
+            StatusCode::CONFLICT,
+            "ambiguous",
+            format!("plugin {name} is offered by several publishers of equal precedence"),
+        )
+        .with_details(json!({ "clash": clash })));
+    }
+    view.plugin(name).ok_or_else(|| {
+        HttpError::not_found(format!(
+            "plugin {name} is not offered to organization {}",
+            view.org
+        ))
+    })
+}
+
+async fn plugin(
+    State(worker): Shared,
+    Path((org, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, HttpError> {
+    authorize(&worker, &headers, &org, false).await?;
+    let view = worker.view(&org).await?;
+    let p = find(&view, &name)?;
+    let versions: Vec<&Offer> = p.versions.values().rev().collect();
+    Ok(Json(json!({ "plugin": summary(&view, p), "versions": versions })).into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpgradesQuery {
+    from: String,
+}
+
+async fn upgrades(
+    State(worker): Shared,
+    Path((org, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    query: Result<Query<UpgradesQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, HttpError> {
+    authorize(&worker, &headers, &org, false).await?;
+    let bad = |m: String| HttpError::new(StatusCode::BAD_REQUEST, "bad_parameter", m);
+    let Query(q) = query.map_err(|e| bad(format!("from: {}", e.body_text())))?;
+    let from = parse_version(&q.from)
+        .map_err(|e| bad(format!("from: `{}` is not a semantic version: {e}", q.from)))?;
+    let view = worker.view(&org).await?;
+    let p = find(&view, &name)?;
+    Ok(Json(json!({
+        "name": p.name,
+        "from": from.to_string(),
+        "upgrades": p.upgrades(&from),
+    }))
+    .into_response())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlanQuery {
+    plugins: String,
+}
+
+async fn install_plan(
+    State(worker): Shared,
+    Path(org): Path<String>,
+    headers: HeaderMap,
+    query: Result<Query<PlanQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, HttpError> {
+    authorize(&worker, &headers, &org, false).await?;
+    let Query(q) = query.map_err(|e| {
+        HttpError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_parameter",
+            format!("plugins: {}", e.body_text()),
+        )
+    })?;
+    Ok(Json(worker.install_plan(&org, &q.plugins).await?).into_response())
+}
+
+async fn list_sideloads(
+    State(worker): Shared,
+    Path(org): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, HttpError> {
+    authorize(&worker, &headers, &org, true).await?;
+    let items = worker.store().sideloads(&org).await?;
+    Ok(Json(json!({ "org": org, "sideloads": items })).into_response())
+}
+
+async fn add_sideload(
+    State(worker): Shared,
+    Path(org): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, HttpError> {
+    let token_id = authorize(&worker, &headers, &org, true).await?;
+    if body.len() > MAX_DEFINITION_BYTES {
+        return Err(crate::server::too_large(MAX_DEFINITION_BYTES));
+    }
+    let (def, added) = worker.sideload(&org, &body, &token_id).await?;
+    let status = match added {
+        Added::New => StatusCode::CREATED,
+        Added::Unchanged => StatusCode::OK,
+    };
+    let body = json!({
+        "org": org,
+        "name": def.name(),
+        "version": def.version.to_string(),
+        "hash": def.hash,
+    });
+    Ok((status, Json(body)).into_response())
+}
+
+async fn get_sideload(
+    State(worker): Shared,
+    Path((org, name, version)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, HttpError> {
+    authorize(&worker, &headers, &org, true).await?;
+    let canonical = canonical(&version)?;
+    let bytes = worker
+        .store()
+        .sideload_bytes(&org, &name, &canonical)
+        .await?
+        .ok_or_else(|| HttpError::not_found(format!("no sideload {name} {version} in {org}")))?;
+    Ok(([(header::CONTENT_TYPE, "application/yaml")], bytes).into_response())
+}
+
+async fn delete_version(
+    State(worker): Shared,
+    Path((org, name, version)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, HttpError> {
+    authorize(&worker, &headers, &org, true).await?;
+    let canonical = canonical(&version)?;
+    delete(&worker, &org, &name, Some(&canonical)).await
+}
+
+async fn delete_name(
+    State(worker): Shared,
+    Path((org, name)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, HttpError> {
+    authorize(&worker, &headers, &org, true).await?;
+    delete(&worker, &org, &name, None).await
+}
+
+async fn delete(
+    worker: &Worker,
+    org: &str,
+    name: &str,
+    version: Option<&str>,
+) -> Result<Response, HttpError> {
+    match worker.store().delete_sideloads(org, name, version).await? {
+        0 => Err(HttpError::not_found(format!(
+            "no sideload {name}{} in {org}",
+            version.map(|v| format!(" {v}")).unwrap_or_default()
+        ))),
+        _ => Ok(StatusCode::NO_CONTENT.into_response()),
+    }
+}
+
+fn canonical(version: &str) -> Result<String, HttpError> {
+    parse_version(version).map(|v| v.to_string()).map_err(|e| {
+        HttpError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_parameter",
+            format!("version: `{version}` is not a semantic version: {e}"),
+        )
+    })
+}

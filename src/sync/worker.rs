@@ -1,0 +1,406 @@
+//! The sync worker as a library: what `marketplace sync` and its local API do, for a
+//! host program to embed.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use marketplace::sync::{Config, Worker};
+//!
+//! let worker = Worker::open(Config::load("sync.yaml".as_ref())?).await?;
+//! for (source, outcome) in worker.sync_all().await {
+//!     println!("{source}: {outcome:?}");
+//! }
+//! let view = worker.view("acme").await?;
+//! for plugin in view.plugins() {
+//!     let latest = plugin.latest().map(|o| o.version.to_string());
+//!     println!("{} {latest:?}", plugin.name);
+//! }
+//! let plan = worker.install_plan("acme", "cert-manager,gateway").await?;
+//! assert!(plan.complete);
+//! # Ok(()) }
+//! ```
+
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::config::{Config, SourceConfig};
+use super::merge::{self, Row, SourceRows};
+use super::plan::{self, Plan, PlanError};
+use super::round::{self, Reason, RoundError, Synced};
+use super::sideload::{Added, SideloadError, check_org};
+use super::store::{SourceStatus, SyncStore, SyncStoreError};
+use super::view::{BaseView, OrgView, Summary, Trust};
+use crate::catalog::builtin::{self, BUILTIN_PUBLISHER, BuiltinError};
+use crate::definition::{Definition, parse_version};
+use crate::trust::client::HttpTransport;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("cannot create the data directory {0}: {1}")]
+    DataDir(String, #[source] std::io::Error),
+    #[error(transparent)]
+    Store(#[from] SyncStoreError),
+    #[error(transparent)]
+    Builtin(#[from] BuiltinError),
+    #[error("HTTP client: {0}")]
+    Http(#[from] reqwest::Error),
+}
+
+/// An install plan could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanRequestError {
+    #[error(transparent)]
+    Org(#[from] SideloadError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
+
+/// `/status`: every configured source and the size of the merged base view.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub sources: Vec<SourceReport>,
+    pub builtins: usize,
+    /// Plugin names in the base view (before sideloads).
+    pub plugins: usize,
+    pub clashes: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceReport {
+    #[serde(flatten)]
+    pub status: SourceStatus,
+    pub priority: i64,
+    pub interval_seconds: u64,
+}
+
+struct Cached {
+    generation: i64,
+    view: Arc<BaseView>,
+}
+
+pub struct Worker {
+    config: Config,
+    store: SyncStore,
+    transport: HttpTransport,
+    builtins: Vec<Row>,
+    cache: RwLock<Cached>,
+    /// Serializes rebuilds so an older view never replaces a newer one.
+    rebuilding: tokio::sync::Mutex<()>,
+}
+
+impl Worker {
+    /// Creates the data directory and database if missing, forgets sources no longer
+    /// configured and builds the merged view.
+    pub async fn open(config: Config) -> Result<Worker, WorkerError> {
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| WorkerError::DataDir(config.data_dir.display().to_string(), e))?;
+        let store = SyncStore::open(&config.data_dir.join("sync.db")).await?;
+        Worker::with_store(config, store).await
+    }
+
+    /// [`Worker::open`] over an already opened store.
+    pub async fn with_store(config: Config, store: SyncStore) -> Result<Worker, WorkerError> {
+        let names: Vec<&str> = config.sources.iter().map(|s| s.name.as_str()).collect();
+        store.retain_sources(&names).await?;
+        for s in &config.sources {
+            store.add_source(&s.name, s.url.as_str()).await?;
+        }
+        let builtins = builtin::definitions()?
+            .iter()
+            .map(|def| Row {
+                publisher: BUILTIN_PUBLISHER.to_owned(),
+                name: def.name().to_owned(),
+                version: def.version.clone(),
+                hash: def.hash.clone(),
+                yanked: false,
+                trust: Trust::Builtin,
+                summary: Arc::new(Summary::of(def)),
+            })
+            .collect();
+        let worker = Worker {
+            transport: HttpTransport::new()?,
+            config,
+            store,
+            builtins,
+            cache: RwLock::new(Cached {
+                generation: -1,
+                view: Arc::default(),
+            }),
+            rebuilding: tokio::sync::Mutex::new(()),
+        };
+        worker.base().await?;
+        Ok(worker)
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn store(&self) -> &SyncStore {
+        &self.store
+    }
+
+    /// One round for one source (see [`round::sync_source`]). Rounds of one source never
+    /// overlap, even across processes sharing the data directory.
+    pub async fn sync_source(&self, source: &SourceConfig) -> Result<Synced, RoundError> {
+        let _lock = lock_source(&self.config.data_dir, &source.name)?;
+        let done = round::sync_source(
+            &self.store,
+            &self.transport,
+            source,
+            &self.config.data_dir,
+            crate::clock::now(),
+        )
+        .await?;
+        if !done.unchanged {
+            // Build the new view now rather than on the next request.
+            self.base().await?;
+        }
+        Ok(done)
+    }
+
+    /// One round for every source, concurrently; a failing source never holds up the
+    /// others.
+    pub async fn sync_all(&self) -> Vec<(String, Result<Synced, RoundError>)> {
+        let rounds = self
+            .config
+            .sources
+            .iter()
+            .map(|s| async move { (s.name.clone(), self.sync_source(s).await) });
+        futures_util::future::join_all(rounds).await
+    }
+
+    /// Runs every source on its schedule until `shutdown` completes: its interval after
+    /// a good round; after failures, exponential backoff with jitter, never longer than
+    /// the interval. `report` sees each outcome.
+    pub async fn run(
+        self: Arc<Self>,
+        shutdown: impl std::future::Future<Output = ()>,
+        report: impl Fn(&str, &Result<Synced, RoundError>) + Send + Sync + 'static,
+    ) {
+        let report = Arc::new(report);
+        let mut tasks = tokio::task::JoinSet::new();
+        for source in self.config.sources.clone() {
+            let (worker, report) = (self.clone(), report.clone());
+            tasks.spawn(async move {
+                let mut failures = 0u32;
+                loop {
+                    let outcome = worker.sync_source(&source).await;
+                    report(&source.name, &outcome);
+                    let wait = match outcome {
+                        Ok(_) => {
+                            failures = 0;
+                            source.interval
+                        }
+                        Err(_) => {
+                            failures = failures.saturating_add(1);
+                            backoff(failures, source.interval)
+                        }
+                    };
+                    tokio::time::sleep(wait).await;
+                }
+            });
+        }
+        shutdown.await;
+        tasks.abort_all();
+    }
+
+    /// The merged view of built-ins and sources, rebuilt when the database says a round
+    /// (of this process or another) changed something.
+    pub async fn base(&self) -> Result<Arc<BaseView>, SyncStoreError> {
+        let generation = self.store.generation().await?;
+        {
+            let cached = self.cache.read().expect("view cache lock");
+            if cached.generation == generation {
+                return Ok(cached.view.clone());
+            }
+        }
+        let _one = self.rebuilding.lock().await;
+        let generation = self.store.generation().await?;
+        if let Some(view) = {
+            let cached = self.cache.read().expect("view cache lock");
+            (cached.generation == generation).then(|| cached.view.clone())
+        } {
+            return Ok(view);
+        }
+        let rows = self.store.rows().await?;
+        let view = Arc::new(merge::base(self.builtins.clone(), self.source_rows(rows)));
+        *self.cache.write().expect("view cache lock") = Cached {
+            generation,
+            view: view.clone(),
+        };
+        Ok(view)
+    }
+
+    fn source_rows(&self, rows: Vec<super::store::StoredRow>) -> Vec<SourceRows> {
+        let mut sources: Vec<SourceRows> = self
+            .config
+            .sources
+            .iter()
+            .map(|s| SourceRows {
+                name: s.name.clone(),
+                priority: s.priority,
+                rows: Vec::new(),
+            })
+            .collect();
+        for r in rows {
+            let Some(source) = sources.iter_mut().find(|s| s.name == r.source) else {
+                continue;
+            };
+            let summary = match (&r.summary, &r.definition) {
+                (Some(json), _) => serde_json::from_str(json).ok(),
+                (None, Some(bytes)) => Definition::parse(bytes).ok().map(|d| Summary::of(&d)),
+                (None, None) => None,
+            };
+            let (Some(summary), Ok(version)) = (summary, parse_version(&r.version)) else {
+                tracing::warn!(source = %r.source, name = %r.name, version = %r.version,
+                    "stored definition unreadable; left out of the view");
+                continue;
+            };
+            source.rows.push(Row {
+                trust: Trust::Marketplace {
+                    source: r.source,
+                    publisher: r.publisher.clone(),
+                    key_ids: r.signer_key_ids.split(' ').map(str::to_owned).collect(),
+                },
+                publisher: r.publisher,
+                name: r.name,
+                version,
+                hash: r.hash,
+                yanked: r.yanked,
+                summary: Arc::new(summary),
+            });
+        }
+        sources
+    }
+
+    /// What `org` may install: the base view with its sideloads laid over it.
+    pub async fn view(&self, org: &str) -> Result<OrgView, SideloadError> {
+        check_org(org)?;
+        let base = self.base().await?;
+        let mut rows = Vec::new();
+        for (name, version, hash, summary) in self.store.sideload_rows(org).await? {
+            let (Ok(version), Ok(summary)) =
+                (parse_version(&version), serde_json::from_str(&summary))
+            else {
+                continue;
+            };
+            rows.push(Row {
+                publisher: String::new(),
+                name,
+                version,
+                hash,
+                yanked: false,
+                trust: Trust::Sideloaded {
+                    org: org.to_owned(),
+                },
+                summary: Arc::new(summary),
+            });
+        }
+        Ok(merge::org_view(base, org, rows))
+    }
+
+    /// Validates `bytes` like `marketplace validate` and stores them for `org`.
+    pub async fn sideload(
+        &self,
+        org: &str,
+        bytes: &[u8],
+        token_id: &str,
+    ) -> Result<(Definition, Added), SideloadError> {
+        check_org(org)?;
+        let def = Definition::parse(bytes)?;
+        let added = self
+            .store
+            .add_sideload(org, &def, token_id, crate::clock::now())
+            .await?;
+        Ok((def, added))
+    }
+
+    /// The install plan for `plugins` (`a,b@1.2.3`) in `org`'s view.
+    pub async fn install_plan(&self, org: &str, plugins: &str) -> Result<Plan, PlanRequestError> {
+        let requests = plan::parse_requests(plugins)?;
+        let view = self.view(org).await?;
+        Ok(plan::install_plan(&view, &requests)?)
+    }
+
+    pub async fn status(&self) -> Result<Status, SyncStoreError> {
+        let base = self.base().await?;
+        let mut sources = Vec::new();
+        for status in self.store.status().await? {
+            if let Some(cfg) = self.config.sources.iter().find(|s| s.name == status.name) {
+                sources.push(SourceReport {
+                    priority: cfg.priority,
+                    interval_seconds: cfg.interval.as_secs(),
+                    status,
+                });
+            }
+        }
+        Ok(Status {
+            sources,
+            builtins: self.builtins.len(),
+            plugins: base.plugins.len(),
+            clashes: base.clashes.len(),
+        })
+    }
+}
+
+/// An exclusive lock on one source's round, released when dropped (or when the process
+/// dies, so a killed worker never leaves it held).
+fn lock_source(data_dir: &Path, source: &str) -> Result<std::fs::File, RoundError> {
+    let local = |e: std::io::Error| RoundError {
+        reason: Reason::Local,
+        message: format!("locking the round of {source}: {e}"),
+    };
+    let dir = data_dir.join("tuf");
+    std::fs::create_dir_all(&dir).map_err(local)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join(format!("{source}.lock")))
+        .map_err(local)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(RoundError {
+            reason: Reason::Local,
+            message: format!("another process is running a round of {source}"),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(local(e)),
+    }
+}
+
+/// 5 s doubling per consecutive failure, capped at `interval`, then scaled by a random
+/// factor in [0.5, 1) so many workers do not retry in step.
+pub fn backoff(failures: u32, interval: Duration) -> Duration {
+    let base = Duration::from_secs(5)
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+        .min(interval);
+    let random = {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(failures);
+        h.finish()
+    };
+    base.mul_f64(0.5 + (random % 1000) as f64 / 2000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_is_capped_and_jittered() {
+        let interval = Duration::from_secs(300);
+        for failures in 1..40 {
+            let d = backoff(failures, interval);
+            let base = Duration::from_secs(5)
+                .saturating_mul(1 << (failures - 1).min(16))
+                .min(interval);
+            assert!(d >= base / 2 && d < base, "{failures}: {d:?}");
+        }
+    }
+}
