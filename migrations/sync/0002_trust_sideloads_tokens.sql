@@ -1,3 +1,5 @@
+-- last_reason may also be `tampered` (bytes that do not match their signed hash).
+
 -- Trusted TUF metadata moves into the database, written in the same transaction as the
 -- definitions it vouches for: tough's own datastore writes files in place, so a crash
 -- could leave a half-written file that it would then silently ignore (losing rollback

@@ -10,7 +10,6 @@ use clap::{Args, Subcommand};
 use crate::sync::{Config, RoundError, Scope, SyncStore, Synced, Worker, api};
 
 #[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true)]
 pub struct SyncArgs {
     /// The worker's configuration (data directory, local API address, sources).
     #[arg(

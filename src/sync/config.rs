@@ -27,7 +27,7 @@ pub struct SourceConfig {
     /// The trusted root metadata (`1.root.json`, obtained out of band).
     pub root: Vec<u8>,
     pub interval: Duration,
-    /// Higher wins when two sources offer the same publisher and plugin.
+    /// Higher wins when two sources offer the same plugin; unique among sources.
     pub priority: i64,
 }
 
@@ -112,6 +112,12 @@ impl Config {
                     MIN_INTERVAL.as_secs()
                 ));
             }
+            if let Some(other) = sources.iter().find(|o| o.priority == s.priority) {
+                return Err(format!(
+                    "{at}.priority: {} is also the priority of `{}`; priorities decide which source wins when both offer a plugin, so each source needs its own",
+                    s.priority, other.name
+                ));
+            }
             sources.push(SourceConfig {
                 name: s.name,
                 url,
@@ -180,6 +186,10 @@ mod tests {
             (
                 "sources:\n  - {name: a, url: http://h/, root: root.json}\n  - {name: a, url: http://h/, root: root.json}",
                 "sources[1].name",
+            ),
+            (
+                "sources:\n  - {name: a, url: http://h/, root: root.json}\n  - {name: b, url: http://h/, root: root.json}",
+                "sources[1].priority",
             ),
             ("colour: blue", "colour"),
         ] {

@@ -1,21 +1,24 @@
 //! The precedence rules (also in docs/ARCHITECTURE.md): how built-ins, sources and an
 //! organization's sideloads become one view. Pure functions over verified inputs.
 //!
-//! 1. Offers are grouped by (publisher, name). Within a group, providers rank: the
-//!    built-ins first, then sources by priority (higher first, then by name). For each
-//!    version the highest-ranked provider's bytes are kept; another provider with
-//!    different bytes for that version is a `version_conflict` clash. A yank by any
-//!    provider of the same bytes counts.
-//! 2. A group holding a built-in takes a marketplace version only when it is newer than
-//!    every built-in version: a marketplace can add releases to a built-in, never
-//!    replace or downgrade what ships in the binary.
-//! 3. Groups offering the same name compete: a group with a built-in wins, then the
-//!    group whose best provider ranks highest. The others are reported `shadowed`.
-//!    Groups that tie (two publishers on sources of equal priority) are `ambiguous`:
-//!    the name is not offered until an operator sets the priorities apart, so that a
-//!    newcomer can never take over a name by publishing it.
+//! Providers rank: the built-ins first, then sources by priority, higher first
+//! (`Config` refuses two sources of equal priority, so sources never tie).
+//!
+//! 1. One provider speaks for a (publisher, name): the highest-ranked one offering it.
+//!    Its versions, yank flags and bytes are the offer; a lower-ranked source's offer
+//!    of the same publisher and name is not mixed in (a publisher name on one
+//!    marketplace is not proof of being the same publisher on another), and is
+//!    reported `shadowed` when it differs from the offer in any way.
+//! 2. A built-in takes, from the best-ranked source offering the same publisher and
+//!    name, only the versions newer than every built-in version: a marketplace can add
+//!    releases to a built-in, never replace or downgrade what ships in the binary. A
+//!    version it offers with other bytes than the built-in is a `version_conflict`.
+//! 3. Publishers offering the same name compete by the rank of their provider; the
+//!    others are reported `shadowed`. Two publishers of one source tie: the name is
+//!    `ambiguous` and not offered until an operator resolves it, so that a newcomer
+//!    can never take over a name by publishing it.
 //! 4. An organization's sideloads of a name replace the base offer for that
-//!    organization only (the admin chose them), and the replaced offer is reported
+//!    organization only (its admin chose them), and the replaced offer is reported
 //!    `shadowed`. Other organizations never see them.
 
 use std::collections::BTreeMap;
@@ -45,76 +48,78 @@ pub struct SourceRows {
     pub rows: Vec<Row>,
 }
 
-/// How strongly a provider's offers compete for a name: built-ins first, then by
-/// source priority. Sources of equal priority compare equal, which is what makes two
-/// publishers' offers of one name ambiguous.
-type Precedence = (u8, std::cmp::Reverse<i64>);
-
-struct Group {
-    best: Precedence,
-    newest_builtin: Option<Version>,
-    versions: BTreeMap<Version, Offer>,
-}
-
 /// Merges the built-ins and the sources into the organization-independent view.
 pub fn base(builtins: Vec<Row>, mut sources: Vec<SourceRows>) -> BaseView {
     sources.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.name.cmp(&b.name)));
-    let mut clashes = Vec::new();
-    let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
-    let providers = std::iter::once(((0, std::cmp::Reverse(0)), builtins)).chain(
-        sources
-            .into_iter()
-            .map(|s| ((1, std::cmp::Reverse(s.priority)), s.rows)),
-    );
-    for (precedence, rows) in providers {
+    // (publisher, name) -> each provider's offer, best-ranked first.
+    let mut offers: BTreeMap<(String, String), Vec<(usize, Plugin)>> = BTreeMap::new();
+    let providers = std::iter::once(builtins).chain(sources.into_iter().map(|s| s.rows));
+    for (rank, rows) in providers.enumerate() {
         for row in rows {
-            let key = (row.publisher.clone(), row.name.clone());
-            let group = groups.entry(key).or_insert_with(|| Group {
-                best: precedence,
-                newest_builtin: None,
-                versions: BTreeMap::new(),
-            });
-            let builtin = precedence.0 == 0;
-            if builtin {
-                group.newest_builtin = group.newest_builtin.clone().max(Some(row.version.clone()));
+            let list = offers
+                .entry((row.publisher.clone(), row.name.clone()))
+                .or_default();
+            if list.last().is_none_or(|(r, _)| *r != rank) {
+                list.push((
+                    rank,
+                    Plugin {
+                        name: row.name.clone(),
+                        publisher: Some(row.publisher.clone()),
+                        origin: if rank == 0 {
+                            Origin::Builtin
+                        } else {
+                            Origin::Marketplace
+                        },
+                        versions: BTreeMap::new(),
+                    },
+                ));
             }
-            add(group, row, builtin, &mut clashes);
+            let plugin = &mut list.last_mut().expect("just pushed").1;
+            plugin.versions.insert(row.version.clone(), offer(row));
         }
     }
-    let mut by_name: BTreeMap<String, Vec<(Precedence, Plugin)>> = BTreeMap::new();
-    for ((publisher, name), group) in groups {
-        if group.versions.is_empty() {
-            continue;
+    let mut clashes = Vec::new();
+    let mut by_name: BTreeMap<String, Vec<(usize, Plugin)>> = BTreeMap::new();
+    for ((_, name), list) in offers {
+        let mut list = list.into_iter();
+        let (rank, mut winner) = list.next().expect("an entry has an offer");
+        let mut rest: Vec<Plugin> = list.map(|(_, p)| p).collect();
+        if winner.origin == Origin::Builtin && !rest.is_empty() {
+            add_newer(&mut winner, rest.remove(0), &mut clashes);
         }
-        let plugin = Plugin {
-            origin: if group.newest_builtin.is_some() {
-                Origin::Builtin
-            } else {
-                Origin::Marketplace
-            },
-            name: name.clone(),
-            publisher: Some(publisher),
-            versions: group.versions,
-        };
-        by_name.entry(name).or_default().push((group.best, plugin));
+        let differing: Vec<_> = rest
+            .iter()
+            .filter(|p| !offers_same(&winner, p))
+            .map(Plugin::candidate)
+            .collect();
+        if !differing.is_empty() {
+            clashes.push(Clash {
+                name: name.clone(),
+                kind: ClashKind::Shadowed,
+                version: None,
+                kept: Some(winner.candidate()),
+                others: differing,
+            });
+        }
+        by_name.entry(name).or_default().push((rank, winner));
     }
     let mut plugins = BTreeMap::new();
-    for (name, mut offers) in by_name {
-        offers.sort_by_key(|(precedence, _)| *precedence);
-        let best = offers[0].0;
-        if offers.iter().filter(|(p, _)| *p == best).count() > 1 {
+    for (name, mut list) in by_name {
+        list.sort_by_key(|(rank, _)| *rank);
+        let best = list[0].0;
+        if list.iter().filter(|(r, _)| *r == best).count() > 1 {
             clashes.push(Clash {
                 name,
                 kind: ClashKind::Ambiguous,
                 version: None,
                 kept: None,
-                others: offers.iter().map(|(_, p)| p.candidate()).collect(),
+                others: list.iter().map(|(_, p)| p.candidate()).collect(),
             });
             continue;
         }
-        let mut offers = offers.into_iter().map(|(_, p)| p);
-        let first = offers.next().expect("sorted and non-empty");
-        let others: Vec<_> = offers.map(|p| p.candidate()).collect();
+        let mut list = list.into_iter().map(|(_, p)| p);
+        let first = list.next().expect("sorted and non-empty");
+        let others: Vec<_> = list.map(|p| p.candidate()).collect();
         if !others.is_empty() {
             clashes.push(Clash {
                 name: name.clone(),
@@ -129,32 +134,42 @@ pub fn base(builtins: Vec<Row>, mut sources: Vec<SourceRows>) -> BaseView {
     BaseView { plugins, clashes }
 }
 
-fn add(group: &mut Group, row: Row, builtin: bool, clashes: &mut Vec<Clash>) {
-    if !builtin
-        && let Some(newest) = &group.newest_builtin
-        && row.version <= *newest
-        && !group.versions.contains_key(&row.version)
-    {
-        // Rule 2: older than the built-in, so not offered.
-        return;
-    }
-    match group.versions.get_mut(&row.version) {
-        Some(kept) if kept.hash == row.hash => kept.yanked |= row.yanked,
-        Some(kept) => {
-            let kept_plugin = single(&row, kept.clone());
-            let other = single(&row, offer(row.clone()));
-            clashes.push(Clash {
-                name: row.name.clone(),
+/// Rule 2: the source's versions newer than every built-in version join the built-in.
+fn add_newer(builtin: &mut Plugin, source: Plugin, clashes: &mut Vec<Clash>) {
+    let newest = builtin.versions.keys().next_back().cloned();
+    for (version, offer) in source.versions {
+        match builtin.versions.get(&version) {
+            Some(kept) if kept.hash != offer.hash => clashes.push(Clash {
+                name: builtin.name.clone(),
                 kind: ClashKind::VersionConflict,
-                version: Some(row.version.clone()),
-                kept: Some(kept_plugin.candidate()),
-                others: vec![other.candidate()],
-            });
-        }
-        None => {
-            group.versions.insert(row.version.clone(), offer(row));
+                version: Some(version),
+                kept: Some(builtin.candidate()),
+                others: vec![
+                    Plugin {
+                        versions: BTreeMap::from([(offer.version.clone(), offer)]),
+                        origin: Origin::Marketplace,
+                        ..builtin.clone()
+                    }
+                    .candidate(),
+                ],
+            }),
+            Some(_) => {}
+            None if Some(&version) > newest.as_ref() => {
+                builtin.versions.insert(version, offer);
+            }
+            // Older than the built-in: not offered.
+            None => {}
         }
     }
+}
+
+/// Whether a shadowed offer holds nothing the kept one does not (a mirror's copy).
+fn offers_same(kept: &Plugin, other: &Plugin) -> bool {
+    other.versions.iter().all(|(v, o)| {
+        kept.versions
+            .get(v)
+            .is_some_and(|k| k.hash == o.hash && k.yanked == o.yanked)
+    })
 }
 
 fn offer(row: Row) -> Offer {
@@ -164,20 +179,6 @@ fn offer(row: Row) -> Offer {
         yanked: row.yanked,
         trust: row.trust,
         summary: row.summary,
-    }
-}
-
-/// A one-version plugin, only to describe an offer in a clash report.
-fn single(row: &Row, offer: Offer) -> Plugin {
-    Plugin {
-        name: row.name.clone(),
-        publisher: Some(row.publisher.clone()),
-        origin: match offer.trust {
-            Trust::Builtin => Origin::Builtin,
-            Trust::Sideloaded { .. } => Origin::Sideloaded,
-            Trust::Marketplace { .. } => Origin::Marketplace,
-        },
-        versions: BTreeMap::from([(offer.version.clone(), offer)]),
     }
 }
 

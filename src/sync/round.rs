@@ -31,7 +31,9 @@ pub enum Reason {
     RolledBack,
     /// Signatures do not meet the threshold of the trusted keys.
     BadSignature,
-    /// Metadata or target bytes that do not match what was signed, or malformed.
+    /// Metadata or target bytes that do not match the hash or length signed for them.
+    Tampered,
+    /// Metadata that is malformed or breaks the rules of the index.
     InvalidMetadata,
     /// A verified target that is not a valid definition for its path.
     InvalidDefinition,
@@ -46,6 +48,7 @@ impl Reason {
             Reason::Expired => "expired",
             Reason::RolledBack => "rolled_back",
             Reason::BadSignature => "bad_signature",
+            Reason::Tampered => "tampered",
             Reason::InvalidMetadata => "invalid_metadata",
             Reason::InvalidDefinition => "invalid_definition",
             Reason::Local => "local",
@@ -388,6 +391,7 @@ fn classify(e: ClientError) -> RoundError {
             T::VerifyMetadata { .. }
             | T::VerifyRoleMetadata { .. }
             | T::VerifyTrustedMetadata { .. } => Reason::BadSignature,
+            T::HashMismatch { .. } | T::MaxSizeExceeded { .. } => Reason::Tampered,
             T::DatastoreCreate { .. }
             | T::DatastoreOpen { .. }
             | T::DatastoreRemove { .. }

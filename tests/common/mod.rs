@@ -14,7 +14,9 @@ use marketplace::store::Store;
 use marketplace::{AppState, app};
 use tower::ServiceExt;
 
+pub mod mirror;
 pub mod publishing;
+pub mod worker;
 
 pub const NOW: i64 = 1_790_000_000;
 

@@ -22,19 +22,41 @@ pub fn marketplace(args: &[&str]) -> std::process::Output {
 
 /// A repo with publisher `acme` (one key) and `beta`; returns data dir, acme key, tokens.
 pub fn setup(dir: &Path) -> (PathBuf, SigningKey, String, String) {
+    let s = setup_with(dir, &[]);
+    (s.data, s.acme, s.acme_token, s.beta_token)
+}
+
+/// A repository with publishers `acme` and `beta`, each with one key.
+pub struct Setup {
+    pub data: PathBuf,
+    pub acme: SigningKey,
+    pub acme_token: String,
+    pub beta: SigningKey,
+    pub beta_token: String,
+}
+
+/// [`setup`] with extra `repo init` arguments (e.g. short lifetimes), keeping both keys.
+pub fn setup_with(dir: &Path, init_args: &[&str]) -> Setup {
+    std::fs::create_dir_all(dir).unwrap();
     let data = dir.join("data");
     let root = dir.join("root.pem");
     SigningKey::generate().unwrap().save_new(&root).unwrap();
     let d = data.to_str().unwrap();
     assert!(
-        marketplace(&[
-            "repo",
-            "init",
-            "--data-dir",
-            d,
-            "--root-key",
-            root.to_str().unwrap()
-        ])
+        marketplace(
+            &[
+                "repo",
+                "init",
+                "--data-dir",
+                d,
+                "--root-key",
+                root.to_str().unwrap()
+            ]
+            .iter()
+            .chain(init_args)
+            .copied()
+            .collect::<Vec<_>>()
+        )
         .status
         .success()
     );
@@ -63,8 +85,15 @@ pub fn setup(dir: &Path) -> (PathBuf, SigningKey, String, String) {
             .to_owned()
     };
     let acme_token = token("acme", &acme);
-    let beta_token = token("beta", &SigningKey::generate().unwrap());
-    (data, acme, acme_token, beta_token)
+    let beta = SigningKey::generate().unwrap();
+    let beta_token = token("beta", &beta);
+    Setup {
+        data,
+        acme,
+        acme_token,
+        beta,
+        beta_token,
+    }
 }
 
 /// A built-in definition renamed and re-versioned: new bytes for `acme` to publish.
@@ -158,15 +187,36 @@ impl Client {
         def: &Definition,
         keys: &[&SigningKey],
     ) -> (u16, serde_json::Value) {
-        let role = signed_role(self, def, keys).await;
-        self.publish("acme", Some(token), &def.bytes, &role).await
+        self.publish_as("acme", token, def, keys).await
+    }
+
+    /// Publishes `def` as `publisher` with a role signed by `keys`.
+    pub async fn publish_as(
+        &self,
+        publisher: &str,
+        token: &str,
+        def: &Definition,
+        keys: &[&SigningKey],
+    ) -> (u16, serde_json::Value) {
+        let role = signed_role_of(self, publisher, def, keys).await;
+        self.publish(publisher, Some(token), &def.bytes, &role)
+            .await
     }
 }
 
 pub async fn signed_role(c: &Client, def: &Definition, keys: &[&SigningKey]) -> Vec<u8> {
-    let current = c.role("acme").await;
+    signed_role_of(c, "acme", def, keys).await
+}
+
+pub async fn signed_role_of(
+    c: &Client,
+    publisher: &str,
+    def: &Definition,
+    keys: &[&SigningKey],
+) -> Vec<u8> {
+    let current = c.role(publisher).await;
     build_role(
-        "acme",
+        publisher,
         current.as_ref(),
         def,
         keys,
