@@ -80,7 +80,10 @@ impl Api {
         let mut line = String::new();
         loop {
             line.clear();
-            assert!(reader.read_line(&mut line).unwrap() > 0, "worker exited");
+            if reader.read_line(&mut line).unwrap() == 0 {
+                let status = child.wait().unwrap();
+                panic!("the worker exited before serving: {status}");
+            }
             if let Some(url) = line.trim().strip_prefix("local API listening on ") {
                 let url = url.to_owned();
                 // Keep draining stdout so the worker never blocks on a full pipe.
