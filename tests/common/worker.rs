@@ -70,29 +70,30 @@ impl Api {
         if !rounds {
             c.arg("--api-only");
         }
-        let mut child = c
+        let child = c
             .env("MARKETPLACE_LOG", "warn")
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let mut reader = BufReader::new(stdout);
+        // Owned by `Api` from here on, so a failed start still kills it (Drop).
+        let mut api = Api {
+            child,
+            url: String::new(),
+            http: reqwest::Client::new(),
+        };
+        let mut reader = BufReader::new(api.child.stdout.take().unwrap());
         let mut line = String::new();
         loop {
             line.clear();
-            if reader.read_line(&mut line).unwrap() == 0 {
-                let status = child.wait().unwrap();
-                panic!("the worker exited before serving: {status}");
-            }
+            assert!(
+                reader.read_line(&mut line).unwrap() > 0,
+                "the worker exited before serving"
+            );
             if let Some(url) = line.trim().strip_prefix("local API listening on ") {
-                let url = url.to_owned();
+                api.url = url.to_owned();
                 // Keep draining stdout so the worker never blocks on a full pipe.
                 std::thread::spawn(move || for _ in reader.lines() {});
-                return Api {
-                    child,
-                    url,
-                    http: reqwest::Client::new(),
-                };
+                return api;
             }
         }
     }
