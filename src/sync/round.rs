@@ -380,6 +380,9 @@ fn classify(e: ClientError) -> RoundError {
         ClientError::Url(_) => Reason::Local,
         ClientError::Datastore(..) => Reason::Local,
         ClientError::Verify(inner) => match inner.as_ref() {
+            // tough reports bytes that break their signed hash or length from inside
+            // the download stream, wrapped as a transport error.
+            T::Transport { source, .. } if wraps_tampering(source) => Reason::Tampered,
             T::Transport { source, .. } => match source.kind() {
                 tough::TransportErrorKind::FileNotFound => Reason::InvalidMetadata,
                 _ => Reason::Unreachable,
@@ -402,4 +405,18 @@ fn classify(e: ClientError) -> RoundError {
         },
     };
     RoundError::new(reason, message)
+}
+
+fn wraps_tampering(e: &tough::TransportError) -> bool {
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if let Some(
+            tough::error::Error::HashMismatch { .. } | tough::error::Error::MaxSizeExceeded { .. },
+        ) = c.downcast_ref::<tough::error::Error>()
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
