@@ -16,29 +16,27 @@
 //! `cargo bench --bench publish`; `BENCH_DEFINITIONS` (default 10000) and
 //! `BENCH_PUBLISHES` (default 30) make it smaller. Exits non-zero when p50 > 100 ms.
 
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 #[path = "../catalog/generate.rs"]
 #[allow(dead_code)] // the catalog benchmark uses the rest
 mod generate;
+#[path = "../common/seed.rs"]
+mod seed;
 #[path = "../common/server.rs"]
 mod server;
 
-use generate::{PluginBase, Rng, db_size, plugin_yaml};
+use generate::{PluginBase, db_size, plugin_yaml};
 use marketplace::definition::Definition;
-use marketplace::store::Store;
-use marketplace::trust::SigningKey;
-use marketplace::trust::publish::{Change, Current, Limits, Plan, plan};
-use marketplace::trust::roleset::RoleUpload;
-use marketplace::trust::state::OnlineKeys;
+use marketplace::trust::publish::{Change, Limits};
 use marketplace::trust::uploader::PublisherClient;
+use seed::{Publisher, Seeded, YEAR, seed};
 use server::{Server, env_number};
 
 type BoxError = Box<dyn std::error::Error>;
 
 const TARGET_P50_MS: f64 = 100.0;
-const YEAR: Duration = Duration::from_secs(365 * 86_400);
 
 fn main() -> ExitCode {
     let definitions = env_number("BENCH_DEFINITIONS", 10_000);
@@ -69,104 +67,18 @@ fn main() -> ExitCode {
     }
 }
 
-fn marketplace(args: &[&str]) -> Result<String, BoxError> {
-    let out = Command::new(env!("CARGO_BIN_EXE_marketplace"))
-        .args(args)
-        .output()?;
-    if !out.status.success() {
-        return Err(format!(
-            "marketplace {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    Ok(String::from_utf8(out.stdout)?)
-}
-
-struct Publisher {
-    name: String,
-    key: SigningKey,
-    token: String,
-}
-
 /// Sets up the repository with `publishers` publishers sharing `definitions`, times
 /// `publishes` publishes by the first one; returns whether p50 met the target.
 async fn layout(definitions: usize, publishers: usize, publishes: usize) -> Result<bool, BoxError> {
     println!("== {definitions} definitions over {publishers} publisher(s)");
     let dir = tempfile::tempdir()?;
-    let data = dir.path().join("data");
-    let d = data.to_str().ok_or("non-UTF-8 temp path")?;
-    let root = dir.path().join("root.pem");
-    SigningKey::generate()?.save_new(&root)?;
-    marketplace(&[
-        "repo",
-        "init",
-        "--data-dir",
-        d,
-        "--root-key",
-        root.to_str().unwrap(),
-    ])?;
-    let mut pubs = Vec::new();
-    for i in 0..publishers {
-        let name = format!("pub-{i:03}");
-        let key = SigningKey::generate()?;
-        let out = marketplace(&[
-            "publisher",
-            "add",
-            &name,
-            "--key",
-            &key.public().hex(),
-            "--data-dir",
-            d,
-        ])?;
-        let token = out
-            .lines()
-            .last()
-            .ok_or("no token printed")?
-            .trim()
-            .to_owned();
-        pubs.push(Publisher { name, key, token });
-    }
-
-    // Seed: definition i belongs to publisher i % publishers; one signed batch each.
     let started = Instant::now();
-    let mut rng = Rng(0x5eed_cafe_f00d_beef);
-    let mut by_publisher: Vec<Vec<Definition>> = (0..publishers).map(|_| Vec::new()).collect();
-    for i in 1..=definitions {
-        let base = PluginBase::new(i, definitions, &mut rng);
-        let yaml = plugin_yaml(&base, "v1.0.0", &mut rng);
-        by_publisher[i % publishers]
-            .push(Definition::parse(yaml.as_bytes()).map_err(|e| e.to_string())?);
-    }
-    let store = Store::open(&data.join("marketplace.db")).await?;
-    let keys = OnlineKeys::load(&data)?.ok_or("repo init wrote no online keys")?;
-    let now = marketplace::clock::now();
-    for (p, defs) in pubs.iter().zip(&by_publisher) {
-        let adding: Vec<(&Definition, bool)> = defs.iter().map(|d| (d, false)).collect();
-        let change = Change::Add(adding);
-        let current = Current::default();
-        let Plan::Ready(upload) = plan(
-            &p.name,
-            &current,
-            &change,
-            &[&p.key],
-            YEAR,
-            now,
-            Limits::default(),
-        )
-        .await?
-        else {
-            return Err("a first publish needs no bins fetched".into());
-        };
-        let upload = RoleUpload {
-            top: upload.top,
-            bins: upload.bins,
-        };
-        let bytes: Vec<&[u8]> = defs.iter().map(|d| d.bytes.as_slice()).collect();
-        marketplace::trust::accept::accept(&store, &keys, &p.name, &bytes, &upload, now).await?;
-    }
-    store.close().await;
+    let Seeded {
+        data,
+        publishers: pubs,
+        definitions: by_publisher,
+        mut rng,
+    } = seed(dir.path(), definitions, publishers).await?;
     println!("seeded in {:.1} s", started.elapsed().as_secs_f64());
 
     let server = Server::start(&data)?;

@@ -12,6 +12,10 @@ ALTER TABLE sources ADD COLUMN trusted_snapshot BLOB;
 -- refuses to vouch past this time.
 ALTER TABLE sources ADD COLUMN expires_at BIGINT;
 ALTER TABLE sources ADD COLUMN expires_role TEXT;
+-- How many definitions the last good round stored, kept so status and warm rounds
+-- need not count them.
+ALTER TABLE sources ADD COLUMN definitions BIGINT NOT NULL DEFAULT 0;
+UPDATE sources SET definitions = (SELECT COUNT(*) FROM source_definitions d WHERE d.source = sources.name);
 
 -- What the merged views need of a definition (requirements, dependencies, titles),
 -- extracted once when the round validates it. NULL on rows from before this

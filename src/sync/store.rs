@@ -11,6 +11,9 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+/// Rows per INSERT statement: 10 values each, well under SQLite's 32,766 parameters.
+const INSERT_ROWS: usize = 500;
+
 #[derive(Debug, thiserror::Error)]
 pub enum SyncStoreError {
     #[error("sync database: {0}")]
@@ -58,6 +61,8 @@ pub struct TrustedVersions {
 #[derive(Debug, Clone)]
 pub struct Trusted {
     pub versions: TrustedVersions,
+    /// Definitions stored with it.
+    pub definitions: u64,
     pub root: Vec<u8>,
     pub timestamp: Vec<u8>,
     pub snapshot: Vec<u8>,
@@ -157,64 +162,67 @@ impl SyncStore {
         trusted: &Trusted,
         now: i64,
     ) -> Result<(), SyncStoreError> {
+        // Few statements, whatever the size of the round: a cold round of 10,000
+        // definitions is one JSON list, one update and ~200 multi-row inserts.
         let mut tx = self.pool.begin().await?;
-        sqlx::query("CREATE TEMP TABLE IF NOT EXISTS listed (target TEXT PRIMARY KEY)")
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("DELETE FROM temp.listed")
-            .execute(&mut *tx)
-            .await?;
-        for d in defs {
-            sqlx::query("INSERT INTO temp.listed (target) VALUES (?)")
-                .bind(&d.target)
-                .execute(&mut *tx)
-                .await?;
-            match &d.bytes {
-                Some((bytes, summary)) => {
-                    sqlx::query(
-                        "INSERT INTO source_definitions (source, target, publisher, name, version, hash, yanked, signer_key_ids, definition, summary)
-                         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                         ON CONFLICT (source, target) DO UPDATE SET hash = excluded.hash, yanked = excluded.yanked,
-                           signer_key_ids = excluded.signer_key_ids, definition = excluded.definition,
-                           publisher = excluded.publisher, name = excluded.name, version = excluded.version,
-                           summary = excluded.summary",
-                    )
-                    .bind(source)
-                    .bind(&d.target)
-                    .bind(&d.publisher)
-                    .bind(&d.name)
-                    .bind(&d.version)
-                    .bind(&d.hash)
-                    .bind(d.yanked)
-                    .bind(&d.signer_key_ids)
-                    .bind(bytes)
-                    .bind(summary)
-                    .execute(&mut *tx)
-                    .await?;
-                }
-                None => {
-                    sqlx::query("UPDATE source_definitions SET yanked = ?, signer_key_ids = ? WHERE source = ? AND target = ?")
-                        .bind(d.yanked)
-                        .bind(&d.signer_key_ids)
-                        .bind(source)
-                        .bind(&d.target)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-            }
-        }
-        sqlx::query("DELETE FROM source_definitions WHERE source = ? AND target NOT IN (SELECT target FROM temp.listed)")
+        let listed: Vec<&str> = defs.iter().map(|d| d.target.as_str()).collect();
+        sqlx::query(
+            "DELETE FROM source_definitions WHERE source = ?1
+               AND target NOT IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(source)
+        .bind(serde_json::to_string(&listed).expect("strings serialize"))
+        .execute(&mut *tx)
+        .await?;
+        let known: Vec<(&str, bool, &str)> = defs
+            .iter()
+            .filter(|d| d.bytes.is_none())
+            .map(|d| (d.target.as_str(), d.yanked, d.signer_key_ids.as_str()))
+            .collect();
+        if !known.is_empty() {
+            sqlx::query(
+                "UPDATE source_definitions SET yanked = j.yanked, signer_key_ids = j.signers
+                 FROM (SELECT value ->> 0 AS target, value ->> 1 AS yanked, value ->> 2 AS signers
+                       FROM json_each(?2)) AS j
+                 WHERE source = ?1 AND source_definitions.target = j.target",
+            )
             .bind(source)
+            .bind(serde_json::to_string(&known).expect("tuples serialize"))
             .execute(&mut *tx)
             .await?;
-        sqlx::query("DELETE FROM temp.listed")
-            .execute(&mut *tx)
-            .await?;
+        }
+        let new: Vec<&SourceDefinition> = defs.iter().filter(|d| d.bytes.is_some()).collect();
+        for chunk in new.chunks(INSERT_ROWS) {
+            let mut q = sqlx::QueryBuilder::new(
+                "INSERT INTO source_definitions (source, target, publisher, name, version, hash, yanked, signer_key_ids, definition, summary) ",
+            );
+            q.push_values(chunk, |mut row, d| {
+                let (bytes, summary) = d.bytes.as_ref().expect("filtered on bytes");
+                row.push_bind(source)
+                    .push_bind(&d.target)
+                    .push_bind(&d.publisher)
+                    .push_bind(&d.name)
+                    .push_bind(&d.version)
+                    .push_bind(&d.hash)
+                    .push_bind(d.yanked)
+                    .push_bind(&d.signer_key_ids)
+                    .push_bind(bytes)
+                    .push_bind(summary);
+            });
+            q.push(
+                " ON CONFLICT (source, target) DO UPDATE SET hash = excluded.hash, yanked = excluded.yanked,
+                   signer_key_ids = excluded.signer_key_ids, definition = excluded.definition,
+                   publisher = excluded.publisher, name = excluded.name, version = excluded.version,
+                   summary = excluded.summary",
+            );
+            q.build().execute(&mut *tx).await?;
+        }
         sqlx::query(
             "UPDATE sources SET last_attempt_at = ?, last_success_at = ?, last_reason = NULL, last_error = NULL,
                consecutive_failures = 0, root_version = ?, timestamp_version = ?, snapshot_version = ?,
                targets_version = ?, timestamp_expires_at = ?, expires_at = ?, expires_role = ?,
-               trusted_root = ?, trusted_timestamp = ?, trusted_snapshot = ? WHERE name = ?",
+               trusted_root = ?, trusted_timestamp = ?, trusted_snapshot = ?, definitions = ?
+             WHERE name = ?",
         )
         .bind(now)
         .bind(now)
@@ -228,6 +236,7 @@ impl SyncStore {
         .bind(&trusted.root)
         .bind(&trusted.timestamp)
         .bind(&trusted.snapshot)
+        .bind(defs.len() as i64)
         .bind(source)
         .execute(&mut *tx)
         .await?;
@@ -267,14 +276,12 @@ impl SyncStore {
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else { return Ok(None) };
-        let versions = self
-            .status_of(Some(source))
-            .await?
-            .pop()
-            .and_then(|s| s.trusted)
-            .unwrap_or_default();
+        let status = self.status_of(Some(source)).await?.pop();
+        let definitions = status.as_ref().map_or(0, |s| s.definitions);
+        let versions = status.and_then(|s| s.trusted).unwrap_or_default();
         Ok(Some(Trusted {
             versions,
+            definitions,
             root: row.get("trusted_root"),
             timestamp: row.get("trusted_timestamp"),
             snapshot: row.get("trusted_snapshot"),
@@ -347,7 +354,7 @@ impl SyncStore {
             "SELECT s.name, s.url, s.last_attempt_at, s.last_success_at, s.last_reason, s.last_error,
                s.consecutive_failures, s.root_version, s.timestamp_version, s.snapshot_version,
                s.targets_version, s.timestamp_expires_at, s.expires_at, s.expires_role,
-               (SELECT COUNT(*) FROM source_definitions d WHERE d.source = s.name) AS definitions
+               s.definitions
              FROM sources s WHERE ?1 IS NULL OR s.name = ?1 ORDER BY name",
         )
         .bind(only)

@@ -29,24 +29,20 @@ impl HttpTransport {
 }
 
 impl HttpTransport {
-    /// GETs one small file: `None` on 404, an error on anything but success, and never
-    /// more than `max` bytes read.
-    pub async fn get(&self, url: Url, max: usize) -> Result<Option<Vec<u8>>, String> {
-        let mut resp = self
-            .client
-            .get(url)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
+    /// GETs one file: `None` on 404, an error on anything but success, and never more
+    /// than `max` bytes read.
+    pub async fn get(&self, url: Url, max: usize) -> Result<Option<Vec<u8>>, GetError> {
+        let failed = |e: reqwest::Error| GetError::Failed(e.to_string());
+        let mut resp = self.client.get(url).send().await.map_err(failed)?;
         match resp.status() {
             s if s.is_success() => {}
             reqwest::StatusCode::NOT_FOUND => return Ok(None),
-            s => return Err(format!("HTTP status {s}")),
+            s => return Err(GetError::Failed(format!("HTTP status {s}"))),
         }
         let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+        while let Some(chunk) = resp.chunk().await.map_err(failed)? {
             if body.len() + chunk.len() > max {
-                return Err(format!("response larger than {max} bytes"));
+                return Err(GetError::TooLarge(max));
             }
             body.extend_from_slice(&chunk);
         }
@@ -85,6 +81,14 @@ impl Transport for HttpTransport {
         }
         Ok(Box::pin(futures_util::stream::iter([Ok(body.into())])))
     }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GetError {
+    #[error("{0}")]
+    Failed(String),
+    #[error("response larger than {0} bytes")]
+    TooLarge(usize),
 }
 
 #[derive(Debug, thiserror::Error)]

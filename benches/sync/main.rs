@@ -1,0 +1,247 @@
+//! Sync benchmark: a cold sync of a 10,000-definition index and a warm round with
+//! nothing changed, against the real `marketplace serve` on loopback, beside
+//! python-tuf's ngclient downloading the same targets in the same run.
+//!
+//! 1. Seeds 10,000 generated definitions over 100 publishers (`benches/common/seed.rs`)
+//!    and starts `marketplace serve`.
+//! 2. Cold: a worker with an empty data directory (`Worker::open` + one round: TUF
+//!    refresh, every target downloaded, verified, parsed, stored in one transaction),
+//!    `BENCH_COLD_RUNS` times (default 3), each from nothing; the median is compared
+//!    with the target. Then once through the CLI (`marketplace sync --once`, process
+//!    start included).
+//! 3. Warm: `BENCH_WARM_ROUNDS` (default 50) further rounds of the last worker with
+//!    nothing changed.
+//! 4. Peer: `benches/sync/ngclient.py` refreshes with an empty cache and downloads every
+//!    target (the python from `.venv`, or `MARKETPLACE_TEST_PYTHON`).
+//!
+//! `cargo bench --bench sync`; `BENCH_DEFINITIONS` makes it smaller. Exits non-zero when
+//! a target is missed: cold ≤ 2 s and faster than ngclient, warm p50 ≤ 20 ms.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+#[path = "../catalog/generate.rs"]
+#[allow(dead_code)] // the catalog benchmark uses the rest
+mod generate;
+#[path = "../common/seed.rs"]
+#[allow(dead_code)] // the publish benchmark uses the rest
+mod seed;
+#[path = "../common/server.rs"]
+mod server;
+
+use marketplace::sync::{Config, Worker};
+use server::{Server, env_number};
+
+type BoxError = Box<dyn std::error::Error>;
+
+const COLD_TARGET: Duration = Duration::from_secs(2);
+const WARM_TARGET: Duration = Duration::from_millis(20);
+
+fn main() -> ExitCode {
+    // `MARKETPLACE_LOG=marketplace=debug` shows each round's phases.
+    if std::env::var_os("MARKETPLACE_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_env("MARKETPLACE_LOG"))
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("building the tokio runtime");
+    match runtime.block_on(run()) {
+        Ok(true) => {
+            println!("\nRESULT: PASS");
+            ExitCode::SUCCESS
+        }
+        Ok(false) => {
+            println!("\nRESULT: FAIL");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("benchmark error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+async fn run() -> Result<bool, BoxError> {
+    let definitions = env_number("BENCH_DEFINITIONS", 10_000);
+    let cold_runs = env_number("BENCH_COLD_RUNS", 3);
+    let warm_rounds = env_number("BENCH_WARM_ROUNDS", 50);
+    let dir = tempfile::tempdir()?;
+    let started = Instant::now();
+    let seeded = seed::seed(dir.path(), definitions, 100.min(definitions)).await?;
+    println!(
+        "marketplace sync benchmark: {definitions} definitions over {} publishers (seeded in {:.1} s)",
+        seeded.publishers.len(),
+        started.elapsed().as_secs_f64()
+    );
+    let server = Server::start(&seeded.data)?;
+    let root = dir.path().join("root.json");
+    let bytes = reqwest::get(format!("{}/tuf/metadata/1.root.json", server.base))
+        .await?
+        .error_for_status()?
+        .bytes()
+        .await?;
+    std::fs::write(&root, &bytes)?;
+    let mut targets: Vec<String> = Vec::new();
+    for (p, defs) in seeded.publishers.iter().zip(&seeded.definitions) {
+        for d in defs {
+            targets.push(format!("{}/{}/{}.yaml", p.name, d.name(), d.version));
+        }
+    }
+    for d in marketplace::catalog::builtin::definitions()? {
+        targets.push(format!("fundament/{}/{}.yaml", d.name(), d.version));
+    }
+    let total = targets.len();
+
+    // Cold, in process, each run from an empty data directory.
+    let mut colds = Vec::new();
+    let mut worker = None;
+    for run in 0..cold_runs {
+        let folder = config(dir.path(), &format!("cold-{run}"), &server.base, &root)?;
+        let config = Config::load(&folder.join("sync.yaml"))?;
+        let t = Instant::now();
+        let w = Worker::open(config).await?;
+        let outcome = w.sync_all().await;
+        let elapsed = t.elapsed();
+        let done = match &outcome[0].1 {
+            Ok(done) => done.clone(),
+            Err(e) => return Err(format!("cold round failed: {e}").into()),
+        };
+        if done.definitions != total || done.downloaded != total {
+            return Err(format!("cold round stored {} of {total}", done.definitions).into());
+        }
+        println!("cold sync run {}: {:.0} ms", run + 1, ms(elapsed));
+        colds.push(elapsed);
+        worker = Some(w);
+    }
+    colds.sort();
+    let cold = colds[colds.len() / 2];
+    let cold_ok = cold <= COLD_TARGET;
+
+    // Cold through the CLI, process start and migrations included.
+    let cli_config = config(dir.path(), "cold-cli", &server.base, &root)?;
+    let t = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_marketplace"))
+        .args(["sync", "--once", "--config"])
+        .arg(cli_config.join("sync.yaml"))
+        .output()?;
+    let cli = t.elapsed();
+    if !out.status.success() {
+        return Err(format!(
+            "marketplace sync --once: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+
+    // Warm: nothing changed since the last cold run.
+    let worker = worker.ok_or("no cold run")?;
+    let source = worker.config().sources[0].clone();
+    let mut warms = Vec::new();
+    for _ in 0..warm_rounds {
+        let t = Instant::now();
+        let done = worker.sync_source(&source).await?;
+        warms.push(t.elapsed());
+        if !done.unchanged {
+            return Err("a warm round saw a change".into());
+        }
+    }
+    warms.sort();
+    let warm = warms[warms.len() / 2];
+    let warm_ok = warm <= WARM_TARGET;
+
+    // The peer: python-tuf's ngclient, same targets, same server, same run.
+    let list = dir.path().join("targets.txt");
+    std::fs::write(&list, targets.join("\n"))?;
+    let python = python();
+    let peer = match &python {
+        Some(py) => {
+            let t = Instant::now();
+            let out = Command::new(py)
+                .arg(concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/benches/sync/ngclient.py"
+                ))
+                .arg(&server.base)
+                .arg(&root)
+                .arg(dir.path().join("ngclient"))
+                .arg(&list)
+                .output()?;
+            let wall = t.elapsed();
+            if !out.status.success() {
+                return Err(format!("ngclient: {}", String::from_utf8_lossy(&out.stderr)).into());
+            }
+            let report: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+            let secs = report["seconds"]
+                .as_f64()
+                .ok_or("ngclient printed no time")?;
+            Some((Duration::from_secs_f64(secs), wall))
+        }
+        None => None,
+    };
+
+    println!("\n{total} targets (with the 8 built-ins every marketplace serves)");
+    println!(
+        "cold sync, median of {cold_runs}: {:.0} ms (target ≤ {} ms)  [{}]",
+        ms(cold),
+        ms(COLD_TARGET),
+        if cold_ok { "PASS" } else { "FAIL" }
+    );
+    println!(
+        "cold sync through the CLI, process start included: {:.0} ms",
+        ms(cli)
+    );
+    println!(
+        "warm round, {warm_rounds} rounds: p50 {:.2} ms, max {:.2} ms (target p50 ≤ {} ms)  [{}]",
+        ms(warm),
+        ms(*warms.last().unwrap()),
+        ms(WARM_TARGET),
+        if warm_ok { "PASS" } else { "FAIL" }
+    );
+    let peer_ok = match peer {
+        Some((secs, wall)) => {
+            let ok = cold < secs;
+            println!(
+                "python-tuf ngclient, same targets: {:.0} ms ({:.0} ms with interpreter start); ours is {:.1}x faster  [{}]",
+                ms(secs),
+                ms(wall),
+                secs.as_secs_f64() / cold.as_secs_f64(),
+                if ok { "PASS" } else { "FAIL" }
+            );
+            ok
+        }
+        None => {
+            println!("python-tuf not found (.venv/bin/python or MARKETPLACE_TEST_PYTHON)  [FAIL]");
+            false
+        }
+    };
+    Ok(cold_ok && warm_ok && peer_ok)
+}
+
+/// `DIR/NAME/sync.yaml` for one source; returns the folder.
+fn config(dir: &Path, name: &str, url: &str, root: &Path) -> Result<PathBuf, BoxError> {
+    let folder = dir.join(name);
+    std::fs::create_dir_all(&folder)?;
+    let text = format!(
+        "dataDir: data\nsources:\n  - name: bench\n    url: {url}\n    root: {}\n",
+        root.display()
+    );
+    std::fs::write(folder.join("sync.yaml"), &text)?;
+    let _ = Config::parse(&text, &folder)?;
+    Ok(folder)
+}
+
+fn python() -> Option<PathBuf> {
+    let path = std::env::var_os("MARKETPLACE_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"));
+    path.exists().then_some(path)
+}
