@@ -156,10 +156,8 @@ impl Worker {
             crate::clock::now(),
         )
         .await?;
-        if !done.unchanged {
-            // Build the new view now rather than on the next request.
-            self.base().await?;
-        }
+        // The merged view is rebuilt lazily, by the first request that needs it (or
+        // right away by `run`, which serves requests): a one-shot round never pays.
         Ok(done)
     }
 
@@ -191,6 +189,11 @@ impl Worker {
                 loop {
                     let outcome = worker.sync_source(&source).await;
                     report(&source.name, &outcome);
+                    if matches!(&outcome, Ok(done) if !done.unchanged)
+                        && let Err(e) = worker.base().await
+                    {
+                        tracing::error!(error = %e, "rebuilding the merged view");
+                    }
                     let wait = match outcome {
                         Ok(_) => {
                             failures = 0;
