@@ -33,7 +33,7 @@ pub struct SourceConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {0}: {1}")]
+    #[error("cannot read {0}")]
     Read(String, #[source] std::io::Error),
     #[error("{0} is larger than {MAX_CONFIG_BYTES} bytes")]
     TooLarge(String),
