@@ -153,6 +153,44 @@ async fn two_marketplaces_merge_by_priority_and_follow_publishes_and_yanks() {
     );
     assert_eq!(cm["latest"][0]["trust"]["kind"], "builtin");
     assert_eq!(clash(&view["clashes"], "cert-manager")["kind"], "shadowed");
+    // The exact bytes to install, whoever vouches for them.
+    let yaml = |path: String| {
+        let api = &api;
+        let blue = blue.clone();
+        async move {
+            let r = api
+                .http
+                .get(format!("{}{path}", api.url))
+                .bearer_auth(&blue)
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.bytes().await.unwrap().to_vec())
+        }
+    };
+    assert_eq!(
+        yaml("/orgs/blue/plugins/db/versions/1.0.0/definition".into()).await,
+        (200, db.bytes.clone())
+    );
+    let builtin_cm = marketplace::catalog::builtin::definitions()
+        .unwrap()
+        .into_iter()
+        .find(|d| d.name() == "cert-manager")
+        .unwrap();
+    assert_eq!(
+        yaml(format!(
+            "/orgs/blue/plugins/cert-manager/versions/{}/definition",
+            builtin_cm.version
+        ))
+        .await,
+        (200, builtin_cm.bytes.clone())
+    );
+    assert_eq!(
+        yaml("/orgs/blue/plugins/db/versions/2.0.0/definition".into())
+            .await
+            .0,
+        404
+    );
     // A plugin only the lower-priority source has is offered from it.
     assert_eq!(plugin("only-on-m2")["latest"][0]["trust"]["source"], "m2");
 

@@ -3,6 +3,7 @@
 //! - `GET /status` — per source: last success, last error and reason, trusted
 //!   metadata versions and expiry (no token: it holds no organization's data);
 //! - `GET /orgs/{org}/plugins`, `/plugins/{name}`, `/plugins/{name}/upgrades?from=V`,
+//!   `/plugins/{name}/versions/{version}/definition` (the YAML to install),
 //!   `/install-plan?plugins=a,b` — the organization's merged view (its token or a
 //!   reader token);
 //! - `GET|POST /orgs/{org}/sideloads`, `GET|DELETE /orgs/{org}/sideloads/{name}/{version}`,
@@ -34,6 +35,10 @@ pub fn router(worker: Arc<Worker>) -> axum::Router {
         .route("/orgs/{org}/plugins", get(plugins))
         .route("/orgs/{org}/plugins/{name}", get(plugin))
         .route("/orgs/{org}/plugins/{name}/upgrades", get(upgrades))
+        .route(
+            "/orgs/{org}/plugins/{name}/versions/{version}/definition",
+            get(definition),
+        )
         .route("/orgs/{org}/install-plan", get(install_plan))
         .route(
             "/orgs/{org}/sideloads",
@@ -201,6 +206,36 @@ async fn plugin(
     let p = find(&view, &name)?;
     let versions: Vec<&Offer> = p.versions.values().rev().collect();
     Ok(Json(json!({ "plugin": summary(&view, p), "versions": versions })).into_response())
+}
+
+async fn definition(
+    State(worker): Shared,
+    Path((org, name, version)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, HttpError> {
+    authorize(&worker, &headers, &org, false).await?;
+    let parsed = parse_version(&version).map_err(|e| {
+        HttpError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_parameter",
+            format!("version: `{version}` is not a semantic version: {e}"),
+        )
+    })?;
+    let (bytes, _) = worker
+        .definition(&org, &name, &parsed)
+        .await?
+        .ok_or_else(|| {
+            HttpError::not_found(format!("plugin {name} {version} is not offered to {org}"))
+        })?;
+    let etag = format!("\"{}\"", crate::definition::definition_hash(&bytes));
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/yaml".to_owned()),
+            (header::ETAG, etag),
+        ],
+        bytes,
+    )
+        .into_response())
 }
 
 #[derive(Deserialize)]

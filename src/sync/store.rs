@@ -391,6 +391,21 @@ impl SyncStore {
             .collect())
     }
 
+    /// The bytes of one target of a source.
+    pub async fn source_definition(
+        &self,
+        source: &str,
+        target: &str,
+    ) -> Result<Option<Vec<u8>>, SyncStoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT definition FROM source_definitions WHERE source = ? AND target = ?",
+        )
+        .bind(source)
+        .bind(target)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
     /// The stored definitions of a source: (target, hash, yanked, bytes).
     pub async fn source_definitions(
         &self,

@@ -87,6 +87,7 @@ pub struct Worker {
     store: SyncStore,
     transport: HttpTransport,
     builtins: Vec<Row>,
+    builtin_defs: Vec<Definition>,
     cache: RwLock<Cached>,
     /// Serializes rebuilds so an older view never replaces a newer one.
     rebuilding: tokio::sync::Mutex<()>,
@@ -109,7 +110,8 @@ impl Worker {
         for s in &config.sources {
             store.add_source(&s.name, s.url.as_str()).await?;
         }
-        let builtins = builtin::definitions()?
+        let builtin_defs = builtin::definitions()?;
+        let builtins = builtin_defs
             .iter()
             .map(|def| Row {
                 publisher: BUILTIN_PUBLISHER.to_owned(),
@@ -126,6 +128,7 @@ impl Worker {
             config,
             store,
             builtins,
+            builtin_defs,
             cache: RwLock::new(Cached {
                 generation: -1,
                 view: Arc::default(),
@@ -305,6 +308,43 @@ impl Worker {
             });
         }
         Ok(merge::org_view(base, org, rows))
+    }
+
+    /// The exact bytes of one version `org` is offered (what Fundament installs), with
+    /// who vouches for them; `None` when the view has no such version.
+    pub async fn definition(
+        &self,
+        org: &str,
+        name: &str,
+        version: &semver::Version,
+    ) -> Result<Option<(Vec<u8>, Trust)>, SideloadError> {
+        let view = self.view(org).await?;
+        let Some(offer) = view.plugin(name).and_then(|p| p.versions.get(version)) else {
+            return Ok(None);
+        };
+        let bytes = match &offer.trust {
+            Trust::Builtin => self
+                .builtin_defs
+                .iter()
+                .find(|d| d.name() == name && d.version == *version)
+                .map(|d| d.bytes.clone()),
+            Trust::Marketplace {
+                source, publisher, ..
+            } => {
+                let target = format!("{publisher}/{name}/{version}.yaml");
+                self.store.source_definition(source, &target).await?
+            }
+            Trust::Sideloaded { .. } => {
+                self.store
+                    .sideload_bytes(org, name, &version.to_string())
+                    .await?
+            }
+        };
+        // The view and the bytes come from separate reads; a round in between could
+        // change them, so the bytes must still be the ones the view promised.
+        Ok(bytes
+            .filter(|b| crate::definition::definition_hash(b) == offer.hash)
+            .map(|b| (b, offer.trust.clone())))
     }
 
     /// Validates `bytes` like `marketplace validate` and stores them for `org`.
