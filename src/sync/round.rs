@@ -145,7 +145,8 @@ async fn round(
     let datastore = datastore(data_dir, &source.name);
     prepare_datastore(&datastore, trusted.as_ref())?;
     let root = trusted.as_ref().map_or(&source.root, |t| &t.root);
-    let repo = crate::trust::client::load_with(transport.clone(), root, &source.url, &datastore)
+    let prefetched = super::prefetch::Prefetched::new(transport.clone(), &source.url).await;
+    let repo = crate::trust::client::load_with(prefetched, root, &source.url, &datastore)
         .await
         .map_err(classify)?;
     let versions = trusted_versions(&repo);

@@ -121,8 +121,8 @@ pub async fn load(
 }
 
 /// [`load`] over a given transport, so a long-running client reuses its connections.
-pub async fn load_with(
-    transport: HttpTransport,
+pub async fn load_with<T: Transport + Send + Sync + 'static>(
+    transport: T,
     trusted_root: &[u8],
     base: &Url,
     datastore: &Path,
