@@ -214,13 +214,7 @@ async fn definition(
     headers: HeaderMap,
 ) -> Result<Response, HttpError> {
     authorize(&worker, &headers, &org, false).await?;
-    let parsed = parse_version(&version).map_err(|e| {
-        HttpError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_parameter",
-            format!("version: `{version}` is not a semantic version: {e}"),
-        )
-    })?;
+    let parsed = version_param("version", &version)?;
     let (bytes, _) = worker
         .definition(&org, &name, &parsed)
         .await?
@@ -253,8 +247,7 @@ async fn upgrades(
     authorize(&worker, &headers, &org, false).await?;
     let bad = |m: String| HttpError::new(StatusCode::BAD_REQUEST, "bad_parameter", m);
     let Query(q) = query.map_err(|e| bad(format!("from: {}", e.body_text())))?;
-    let from = parse_version(&q.from)
-        .map_err(|e| bad(format!("from: `{}` is not a semantic version: {e}", q.from)))?;
+    let from = version_param("from", &q.from)?;
     let view = worker.view(&org).await?;
     let p = find(&view, &name)?;
     Ok(Json(json!({
@@ -372,11 +365,16 @@ async fn delete(
 }
 
 fn canonical(version: &str) -> Result<String, HttpError> {
-    parse_version(version).map(|v| v.to_string()).map_err(|e| {
+    version_param("version", version).map(|v| v.to_string())
+}
+
+/// A version parameter, or a 400 naming it.
+fn version_param(field: &str, text: &str) -> Result<semver::Version, HttpError> {
+    parse_version(text).map_err(|e| {
         HttpError::new(
             StatusCode::BAD_REQUEST,
             "bad_parameter",
-            format!("version: `{version}` is not a semantic version: {e}"),
+            format!("{field}: `{text}` is not a semantic version: {e}"),
         )
     })
 }

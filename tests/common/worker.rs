@@ -99,17 +99,8 @@ impl Api {
     }
 
     pub async fn get(&self, path: &str, token: Option<&str>) -> (u16, serde_json::Value) {
-        let mut req = self.http.get(format!("{}{path}", self.url));
-        if let Some(t) = token {
-            req = req.bearer_auth(t);
-        }
-        let resp = req.send().await.unwrap();
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap();
-        (
-            status,
-            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
-        )
+        self.send(reqwest::Method::GET, path, token, Vec::new())
+            .await
     }
 
     pub async fn send(
