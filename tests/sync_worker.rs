@@ -3,19 +3,12 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use common::publishing::{Client, definition, setup};
+use common::worker::sync_once;
 use common::{Server, output_text as out, trusted_root};
 use marketplace::sync::SyncStore;
-
-fn sync_once(config: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_marketplace"))
-        .args(["sync", "--once", "--config", config.to_str().unwrap()])
-        .output()
-        .unwrap()
-}
 
 #[tokio::test]
 async fn rounds_follow_the_marketplace_and_keep_the_last_good_state() {

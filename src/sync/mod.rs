@@ -22,7 +22,7 @@ pub mod view;
 pub mod worker;
 
 pub use config::{Config, ConfigError, SourceConfig};
-pub use round::{Reason, RoundError, Synced, sync_source};
+pub use round::{Reason, RoundError, Synced};
 pub use sideload::{Added, Scope, SideloadError};
 pub use store::{SourceStatus, SyncStore};
 pub use worker::{Status, Worker, WorkerError};

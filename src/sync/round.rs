@@ -103,6 +103,8 @@ pub fn datastore(data_dir: &Path, source: &str) -> PathBuf {
 }
 
 /// Runs one round for `source` and records its outcome (success or reason) in `store`.
+/// The source must be registered (`SyncStore::add_source`; `Worker` does it at open), so
+/// a warm round writes nothing but its outcome.
 pub async fn sync_source(
     store: &SyncStore,
     transport: &HttpTransport,
@@ -110,7 +112,6 @@ pub async fn sync_source(
     data_dir: &Path,
     now: i64,
 ) -> Result<Synced, RoundError> {
-    store.add_source(&source.name, source.url.as_str()).await?;
     match round(store, transport, source, data_dir, now).await {
         Ok(done) => Ok(done),
         Err(e) => {

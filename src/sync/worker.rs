@@ -94,8 +94,8 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Creates the data directory and database if missing, forgets sources no longer
-    /// configured and builds the merged view.
+    /// Creates the data directory and database if missing, registers the configured
+    /// sources and forgets those no longer configured.
     pub async fn open(config: Config) -> Result<Worker, WorkerError> {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| WorkerError::DataDir(config.data_dir.display().to_string(), e))?;
@@ -135,7 +135,8 @@ impl Worker {
             }),
             rebuilding: tokio::sync::Mutex::new(()),
         };
-        worker.base().await?;
+        // The merged view is built by the first request that needs it; `--once` and the
+        // token commands never do.
         Ok(worker)
     }
 
