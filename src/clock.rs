@@ -6,3 +6,32 @@ pub fn now() -> i64 {
         .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
         .unwrap_or(0)
 }
+
+/// A span of seconds as people read it: `15 seconds`, `40 minutes`, `6 hours`, `730 days`.
+pub fn human_duration(secs: i64) -> String {
+    let s = secs.unsigned_abs();
+    let (n, unit) = match s {
+        0..120 => (s, "second"),
+        120..7_200 => (s / 60, "minute"),
+        7_200..172_800 => (s / 3600, "hour"),
+        _ => (s / 86_400, "day"),
+    };
+    let plural = if n == 1 { "" } else { "s" };
+    let sign = if secs < 0 { "-" } else { "" };
+    format!("{sign}{n} {unit}{plural}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn human_durations() {
+        use super::human_duration as h;
+        assert_eq!(h(1), "1 second");
+        assert_eq!(h(15), "15 seconds");
+        assert_eq!(h(600), "10 minutes");
+        assert_eq!(h(6 * 3600), "6 hours");
+        assert_eq!(h(7 * 86_400), "7 days");
+        assert_eq!(h(730 * 86_400 + 5), "730 days");
+        assert_eq!(h(-90), "-90 seconds");
+    }
+}

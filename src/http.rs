@@ -91,6 +91,14 @@ impl From<crate::trust::accept::AcceptError> for HttpError {
             A::Refused(P::Stale { .. } | P::VersionGap { .. } | P::NotABin(..)) | A::Conflict => {
                 HttpError::new(StatusCode::CONFLICT, "stale", message)
             }
+            A::Refused(P::Metadata(_)) => HttpError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_metadata",
+                message,
+            ),
+            A::Refused(P::Lifetime { .. }) => {
+                HttpError::new(StatusCode::UNPROCESSABLE_ENTITY, "lifetime", message)
+            }
             A::Refused(_) => HttpError::new(StatusCode::UNPROCESSABLE_ENTITY, "rejected", message),
             A::Trust(e) => e.into(),
         }

@@ -12,7 +12,8 @@ use marketplace::store::Store;
 use marketplace::trust::SigningKey;
 use marketplace::trust::publish::{Change, Current, Limits, Plan, plan};
 use marketplace::trust::roleset::RoleUpload;
-use marketplace::trust::state::OnlineKeys;
+use marketplace::trust::state::{OnlineKeys, Signer};
+use marketplace::trust::verify::RoleLifetimes;
 
 use crate::BoxError;
 use crate::generate::{PluginBase, Rng, plugin_yaml};
@@ -98,6 +99,7 @@ pub(crate) async fn seed(
     }
     let store = Store::open(&data.join("marketplace.db")).await?;
     let keys = OnlineKeys::load(&data)?.ok_or("repo init wrote no online keys")?;
+    let signer = Signer::new(keys, RoleLifetimes::default());
     let now = marketplace::clock::now();
     for (p, defs) in pubs.iter().zip(&by_publisher) {
         let adding: Vec<(&Definition, bool)> = defs.iter().map(|d| (d, false)).collect();
@@ -119,7 +121,7 @@ pub(crate) async fn seed(
             bins: upload.bins,
         };
         let bytes: Vec<&[u8]> = defs.iter().map(|d| d.bytes.as_slice()).collect();
-        marketplace::trust::accept::accept(&store, &keys, &p.name, &bytes, &upload, now).await?;
+        marketplace::trust::accept::accept(&store, &signer, &p.name, &bytes, &upload, now).await?;
     }
     store.close().await;
     Ok(Seeded {

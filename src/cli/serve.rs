@@ -11,6 +11,7 @@ use crate::server;
 use crate::store::Store;
 use crate::trust::accept;
 use crate::trust::state::{self, OnlineKeys, Signer};
+use crate::trust::verify::RoleLifetimes;
 
 /// How often the server checks whether metadata needs re-signing; far shorter than the
 /// shortest lifetime (one minute), so nothing expires between checks.
@@ -27,6 +28,29 @@ pub struct ServeArgs {
     /// Log format: `text` for people, `json` for log collectors.
     #[arg(long, env = "MARKETPLACE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
+    /// Shortest remaining lifetime a publisher's uploaded role may have: a role about to
+    /// expire would soon make every client refuse that publisher's plugins.
+    #[arg(long, env = "MARKETPLACE_MIN_ROLE_LIFETIME", default_value = "7d", value_parser = parse_span)]
+    min_role_lifetime: std::time::Duration,
+    /// Longest lifetime a publisher's uploaded role may have: bounds how long a role
+    /// signed with a since-compromised key stays valid without the operator.
+    #[arg(long, env = "MARKETPLACE_MAX_ROLE_LIFETIME", default_value = "730d", value_parser = parse_span)]
+    max_role_lifetime: std::time::Duration,
+}
+
+/// `0s`, `90s`, `30m`, `12h`, `7d`.
+fn parse_span(s: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("`{s}` is not a duration like 7d, 12h, 30m or 90s");
+    let (number, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
+    let n: u64 = number.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86_400),
+        _ => return Err(bad()),
+    };
+    Ok(std::time::Duration::from_secs(secs))
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -51,22 +75,32 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "built-in catalog loaded"
     );
 
+    if args.min_role_lifetime >= args.max_role_lifetime {
+        anyhow::bail!(
+            "--min-role-lifetime ({}) must be shorter than --max-role-lifetime ({})",
+            crate::clock::human_duration(args.min_role_lifetime.as_secs() as i64),
+            crate::clock::human_duration(args.max_role_lifetime.as_secs() as i64)
+        );
+    }
+    let lifetimes = RoleLifetimes {
+        min: args.min_role_lifetime,
+        max: args.max_role_lifetime,
+    };
     let signer = match OnlineKeys::load(&args.data_dir)
         .context("loading the signed index's online keys")?
     {
         Some(keys) => {
-            let added = accept::sign_new_builtins(&store, &keys, crate::clock::now())
+            let signer = std::sync::Arc::new(Signer::new(keys, lifetimes));
+            let done = accept::maintain_builtins(&store, &signer, crate::clock::now())
                 .await
-                .context("signing new built-in definitions into the index")?;
-            if added > 0 {
-                tracing::info!(added, "signed new built-in definitions into the index");
+                .context("signing the built-in definitions into the index")?;
+            if done.added > 0 {
+                tracing::info!(
+                    added = done.added,
+                    "signed new built-in definitions into the index"
+                );
             }
-            let signer = std::sync::Arc::new(Signer::new(keys));
-            tokio::spawn(state::refresh_forever(
-                store.clone(),
-                signer.clone(),
-                REFRESH_EVERY,
-            ));
+            tokio::spawn(keep_index_fresh(store.clone(), signer.clone()));
             Some(signer)
         }
         None => {
@@ -96,6 +130,47 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The serving loop's background task: every [`REFRESH_EVERY`], re-signs the server's
+/// roles past half their lifetime (targets, snapshot, timestamp, the built-in
+/// publisher's) and warns about publisher roles close to expiry. Failures are logged
+/// here, where they are handled, and retried on the next tick.
+async fn keep_index_fresh(store: Store, signer: std::sync::Arc<Signer>) {
+    let mut tick = tokio::time::interval(REFRESH_EVERY);
+    let mut warned = crate::trust::expiry::Warnings::default();
+    loop {
+        tick.tick().await;
+        let now = crate::clock::now();
+        let guard = signer.lock.lock().await;
+        let builtins = accept::maintain_builtins(&store, &signer, now).await;
+        let result = state::refresh(&store, &signer.keys, now).await;
+        drop(guard);
+        match builtins {
+            Ok(done) if done.renewed => {
+                tracing::info!("re-signed the built-in publisher's roles before expiry")
+            }
+            Ok(done) if done.added > 0 => tracing::info!(
+                added = done.added,
+                "signed new built-in definitions into the index"
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "re-signing the built-in roles failed; retrying next tick")
+            }
+        }
+        match result {
+            Ok(r) if r == state::Refreshed::default() => {}
+            Ok(r) => {
+                tracing::info!(targets = ?r.targets, snapshot = ?r.snapshot, timestamp = ?r.timestamp, "re-signed metadata before expiry")
+            }
+            Err(e) => tracing::error!(error = %e, "re-signing metadata failed; retrying next tick"),
+        }
+        match crate::trust::expiry::publisher_roles(&store).await {
+            Ok(roles) => warned.log(&roles, now),
+            Err(e) => tracing::error!(error = %e, "reading publisher role expiries failed"),
+        }
+    }
 }
 
 pub(super) fn init_tracing(format: &str) {

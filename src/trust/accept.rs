@@ -11,8 +11,8 @@ use super::metadata::{
 use super::publish::delegations_for;
 use super::publishers::Delegation;
 use super::roleset::{CurrentRoles, Registered, RoleUpload, Verified, verify_set};
-use super::state::{OnlineKeys, State};
-use super::verify::{PublishError, check_publish, check_resign, check_yank};
+use super::state::{OnlineKeys, Signer, State};
+use super::verify::{PublishError, RoleLifetimes, check_publish, check_resign, check_yank};
 use super::{PublicKey, TrustError};
 use crate::definition::Definition;
 use crate::store::{Store, StoreError, StoredMetadata};
@@ -123,6 +123,7 @@ async fn verify_upload(
     who: &PublisherKeys,
     upload: &RoleUpload,
     now: i64,
+    lifetimes: &RoleLifetimes,
 ) -> Result<(CurrentRoles, Verified), AcceptError> {
     let snapshot = &state.snapshot.signed.signed;
     let top = current_role(store, snapshot, &who.name)
@@ -136,7 +137,7 @@ async fn verify_upload(
         threshold: who.threshold,
         delegations: &who.delegations,
     };
-    let verified = verify_set(&registered, snapshot, &current, upload, now)?;
+    let verified = verify_set(&registered, snapshot, &current, upload, now, lifetimes)?;
     Ok((current, verified))
 }
 
@@ -303,7 +304,7 @@ async fn signed_files(
 /// must add exactly those as targets.
 pub async fn accept(
     store: &Store,
-    keys: &OnlineKeys,
+    signer: &Signer,
     publisher: &str,
     definitions: &[&[u8]],
     upload: &RoleUpload,
@@ -330,9 +331,10 @@ pub async fn accept(
     let state = super::state::current(store)
         .await?
         .ok_or(AcceptError::NotInitialized)?;
-    let (_, verified) = verify_upload(store, &state, &who, upload, now).await?;
+    let (_, verified) = verify_upload(store, &state, &who, upload, now, &signer.lifetimes).await?;
     check_publish(publisher, &verified.old, &verified.new, &defs)?;
-    let (files, snapshot_version) = signed_files(keys, &state, &who, &verified.roles, now).await?;
+    let (files, snapshot_version) =
+        signed_files(&signer.keys, &state, &who, &verified.roles, now).await?;
     store
         .publish(publisher, &defs, &signers(&verified), &files, now)
         .await?;
@@ -364,7 +366,7 @@ pub enum RoleUpdate {
 /// targets when the delegation's keys change).
 pub async fn accept_update(
     store: &Store,
-    keys: &OnlineKeys,
+    signer: &Signer,
     publisher: &str,
     kind: RoleUpdate,
     upload: &RoleUpload,
@@ -374,7 +376,8 @@ pub async fn accept_update(
     let state = super::state::current(store)
         .await?
         .ok_or(AcceptError::NotInitialized)?;
-    let (current, verified) = verify_upload(store, &state, &who, upload, now).await?;
+    let (current, verified) =
+        verify_upload(store, &state, &who, upload, now, &signer.lifetimes).await?;
     if current.top.is_none() {
         return Err(AcceptError::NothingPublished(publisher.into()));
     }
@@ -385,7 +388,8 @@ pub async fn accept_update(
             Vec::new()
         }
     };
-    let (files, snapshot_version) = signed_files(keys, &state, &who, &verified.roles, now).await?;
+    let (files, snapshot_version) =
+        signed_files(&signer.keys, &state, &who, &verified.roles, now).await?;
     if kind == RoleUpdate::Resign {
         // Versions keep the signer recorded when they were published; only the metadata
         // that vouches for them changes.
@@ -409,18 +413,28 @@ pub async fn accept_update(
     ))
 }
 
-/// Signs into the built-in publisher's roles every stored built-in they do not list
-/// yet (a new binary brought new definitions), through the same checks as an upload.
-/// Returns how many were added.
-pub async fn sign_new_builtins(
+/// What [`maintain_builtins`] signed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct BuiltinUpdate {
+    /// Built-in definitions newly signed into the index.
+    pub added: usize,
+    /// The built-in roles were re-signed before they expire.
+    pub renewed: bool,
+}
+
+/// Keeps the built-in publisher's roles current, through the same checks as an upload:
+/// signs in every stored built-in they do not list yet (a new binary brought new
+/// definitions), and re-signs them once any is past half its lifetime. The server holds
+/// this publisher's key, so unlike other publishers' roles it never lets them expire.
+pub async fn maintain_builtins(
     store: &Store,
-    keys: &OnlineKeys,
+    signer: &Signer,
     now: i64,
-) -> Result<usize, AcceptError> {
+) -> Result<BuiltinUpdate, AcceptError> {
     use super::publish::{Change, Current, Limits, Plan, plan};
     use crate::catalog::builtin::BUILTIN_PUBLISHER;
     let Some(state) = super::state::current(store).await? else {
-        return Ok(0);
+        return Ok(BuiltinUpdate::default());
     };
     let snapshot = &state.snapshot.signed.signed;
     let Some((stored_top, top)) = current_role(store, snapshot, BUILTIN_PUBLISHER).await? else {
@@ -440,17 +454,23 @@ pub async fn sign_new_builtins(
         .filter(|(d, _)| !listed.contains(&super::metadata::target_name(BUILTIN_PUBLISHER, d)))
         .map(|(d, y)| (d, *y))
         .collect();
-    if missing.is_empty() {
-        return Ok(0);
-    }
-    let lifetime = std::time::Duration::from_secs(
-        (stored_top.expires_at - stored_top.created_at).max(60) as u64,
-    );
+    // Lifetimes as signed: the top role's, kept from `repo init`.
+    let lifetime = (stored_top.expires_at - stored_top.created_at).max(60);
+    let half_gone = |r: &Signed<Targets>| r.signed.expires.as_second() - lifetime / 2 <= now;
+    let due = loaded.top.iter().chain(loaded.bins.values()).any(half_gone);
+    let change = match (missing.is_empty(), due) {
+        (false, _) => Change::Add(missing.clone()),
+        (true, true) => Change::Resign,
+        (true, false) => return Ok(BuiltinUpdate::default()),
+    };
+    let lifetime = signer
+        .lifetimes
+        .clamp(std::time::Duration::from_secs(lifetime as u64));
     let current = Current {
         top: loaded.top,
         bins: loaded.bins,
     };
-    let change = Change::Add(missing.clone());
+    let keys = &signer.keys;
     let upload = match plan(
         BUILTIN_PUBLISHER,
         &current,
@@ -471,7 +491,7 @@ pub async fn sign_new_builtins(
         }
     };
     let who = publisher_keys(store, BUILTIN_PUBLISHER).await?;
-    let (_, verified) = verify_upload(store, &state, &who, &upload, now)
+    let (_, verified) = verify_upload(store, &state, &who, &upload, now, &signer.lifetimes)
         .await
         .map_err(|e| {
             TrustError::Sign(format!(
@@ -483,5 +503,8 @@ pub async fn sign_new_builtins(
     store
         .record_signers(BUILTIN_PUBLISHER, &[keys.builtin.public().key_id()])
         .await?;
-    Ok(missing.len())
+    Ok(BuiltinUpdate {
+        added: missing.len(),
+        renewed: missing.is_empty(),
+    })
 }

@@ -290,7 +290,7 @@ async fn publish(
     let _guard = signer.lock.lock().await;
     let published = super::accept::accept(
         &state.store,
-        &signer.keys,
+        signer,
         &publisher,
         &definitions,
         &upload,
@@ -364,7 +364,7 @@ async fn role_update(
     let _guard = signer.lock.lock().await;
     let done = super::accept::accept_update(
         &state.store,
-        &signer.keys,
+        signer,
         &publisher,
         kind,
         &request.upload(),

@@ -141,12 +141,14 @@ impl SigningKey {
         }
     }
 
-    pub(crate) fn pkcs8_der(&self) -> &[u8] {
-        &self.pkcs8
-    }
-
     pub fn public(&self) -> PublicKey {
         PublicKey(self.pair.public_key().as_ref().to_vec())
+    }
+
+    /// An ed25519 signature over `message` (for metadata whose canonical bytes the caller
+    /// built itself).
+    pub fn sign_raw(&self, message: &[u8]) -> Vec<u8> {
+        self.pair.sign(message).as_ref().to_vec()
     }
 
     /// tough's signer for this key.

@@ -1,18 +1,16 @@
-//! Building and signing TUF roles with `tough`'s schema types.
+//! Building and signing TUF roles with `tough`'s schema types and our canonical JSON.
 
 use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::time::Duration;
 
-use aws_lc_rs::rand::SystemRandom;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use tough::editor::signed::SignedRole;
-use tough::key_source::KeySource;
+use tough::schema::decoded::{Decoded, Hex};
 use tough::schema::{
-    DelegatedRole, Hashes, KeyHolder, Metafile, PathPattern, PathSet, Role, Target,
+    DelegatedRole, Hashes, KeyHolder, Metafile, PathPattern, PathSet, Role, RoleId, RoleType,
+    Signature, Signed, Target,
 };
-use tough::sign::Sign;
 
 use super::{PublicKey, SigningKey, TrustError};
 use crate::definition::Definition;
@@ -53,55 +51,130 @@ pub fn version(n: u64) -> NonZeroU64 {
     NonZeroU64::new(n).unwrap_or(NonZeroU64::MIN)
 }
 
-/// Adapts a loaded [`SigningKey`] to tough's key-source interface (read-only).
-#[derive(Debug)]
-struct LoadedKey(Vec<u8>);
+/// A role signed over the canonical JSON of exactly what is stored and served.
+///
+/// Not tough's `SignedRole`: it signs olpc-cjson's form (strings normalized to NFC), so
+/// a role carrying a string not in NFC would be signed over other bytes than python-tuf
+/// and our own verifier ([`super::envelope`]) check. Signing and verifying share
+/// [`super::cjson`].
+#[derive(Debug, Clone)]
+pub struct SignedMeta<T> {
+    signed: Signed<T>,
+    buffer: Vec<u8>,
+    sha256: Vec<u8>,
+}
 
-#[tough::async_trait]
-impl KeySource for LoadedKey {
-    async fn as_sign(
-        &self,
-    ) -> Result<Box<dyn Sign>, Box<dyn std::error::Error + Send + Sync + 'static>> {
-        Ok(Box::new(tough::sign::parse_keypair(&self.0)?))
+impl<T> SignedMeta<T> {
+    /// The typed role with its signatures.
+    pub fn signed(&self) -> &Signed<T> {
+        &self.signed
     }
 
-    async fn write(
-        &self,
-        _: &str,
-        _: &str,
-    ) -> Result<(), Box<dyn std::error::Error + Send + Sync + 'static>> {
-        Err("signing keys are written only by `marketplace keys generate`".into())
+    /// The bytes to store and serve.
+    pub fn buffer(&self) -> &Vec<u8> {
+        &self.buffer
+    }
+
+    pub fn sha256(&self) -> &[u8] {
+        &self.sha256
     }
 }
 
-impl SigningKey {
-    fn key_source(&self) -> Box<dyn KeySource> {
-        Box::new(LoadedKey(self.pkcs8_der().to_vec()))
+impl<T: Serialize> SignedMeta<T> {
+    /// Adds signatures made over the same content (root rotation: the old root keys
+    /// sign the new root too).
+    pub fn add_signatures(mut self, more: &[Signature]) -> Result<SignedMeta<T>, TrustError> {
+        for sig in more {
+            if !self.signed.signatures.iter().any(|s| s.keyid == sig.keyid) {
+                self.signed.signatures.push(sig.clone());
+            }
+        }
+        self.buffer = serialized(&self.signed)?;
+        self.sha256 = Sha256::digest(&self.buffer).to_vec();
+        Ok(self)
     }
 }
 
-/// Signs `role` with `keys`; `holder` says which keys may sign it (root or delegations).
+fn serialized<T: Serialize>(signed: &Signed<T>) -> Result<Vec<u8>, TrustError> {
+    let mut buffer =
+        serde_json::to_vec_pretty(signed).map_err(|e| TrustError::Sign(e.to_string()))?;
+    buffer.push(b'\n');
+    Ok(buffer)
+}
+
+/// The key ids `holder` authorizes to sign `role`, and how many must.
+fn authorized<T: Role>(role: &T, holder: &KeyHolder) -> Option<(Vec<String>, u64)> {
+    let ids = |ids: &[Decoded<Hex>]| ids.iter().map(|i| hex::encode(i.as_ref())).collect();
+    match (holder, role.role_id()) {
+        (KeyHolder::Root(root), RoleId::StandardRole(t)) => root
+            .roles
+            .get(&t)
+            .map(|r| (ids(&r.keyids), r.threshold.get())),
+        (KeyHolder::Delegations(d), RoleId::DelegatedRole(name)) => d
+            .roles
+            .iter()
+            .find(|r| r.name == name)
+            .map(|r| (ids(&r.keyids), r.threshold.get())),
+        _ => None,
+    }
+}
+
+/// Signs `role` with those of `keys` that `holder` authorizes for it (root or
+/// delegations); as many as the threshold must be among them, except for root, whose
+/// rotation collects signatures from two key sets.
 pub async fn sign<T>(
     role: T,
     holder: &KeyHolder,
     keys: &[&SigningKey],
-) -> Result<SignedRole<T>, TrustError>
+) -> Result<SignedMeta<T>, TrustError>
 where
     T: Role + Serialize,
 {
-    let sources: Vec<Box<dyn KeySource>> = keys.iter().map(|k| k.key_source()).collect();
-    SignedRole::new(role, holder, &sources, &SystemRandom::new())
-        .await
-        .map_err(|e| TrustError::Sign(e.to_string()))
+    let (allowed, threshold) = authorized(&role, holder)
+        .ok_or_else(|| TrustError::Sign(format!("no keys are named for {} metadata", T::TYPE)))?;
+    let value = serde_json::to_value(&role).map_err(|e| TrustError::Sign(e.to_string()))?;
+    let canonical = super::cjson::encode(&value).map_err(|e| TrustError::Sign(e.to_string()))?;
+    let mut signatures = Vec::new();
+    for key in keys {
+        let id = key.public().key_id();
+        if !allowed.contains(&id)
+            || signatures
+                .iter()
+                .any(|s: &Signature| hex::encode(s.keyid.as_ref()) == id)
+        {
+            continue;
+        }
+        signatures.push(Signature {
+            keyid: hex::decode(&id).expect("hex key id").into(),
+            sig: key.sign_raw(&canonical).into(),
+        });
+    }
+    if T::TYPE != RoleType::Root && (signatures.len() as u64) < threshold {
+        return Err(TrustError::Sign(format!(
+            "{} of the keys given may sign {} metadata, which needs {threshold}",
+            signatures.len(),
+            T::TYPE
+        )));
+    }
+    let signed = Signed {
+        signed: role,
+        signatures,
+    };
+    let buffer = serialized(&signed)?;
+    Ok(SignedMeta {
+        sha256: Sha256::digest(&buffer).to_vec(),
+        buffer,
+        signed,
+    })
 }
 
 /// The stored form of a signed role.
-pub fn stored<T: Role + Serialize>(
+pub fn stored<T>(
     name: &str,
     version: u64,
     signed_at: i64,
     expires: jiff::Timestamp,
-    signed: &SignedRole<T>,
+    signed: &SignedMeta<T>,
 ) -> StoredMetadata {
     StoredMetadata {
         role: name.to_owned(),

@@ -4,7 +4,10 @@
 
 pub mod accept;
 pub mod bins;
+pub mod cjson;
 pub mod client;
+pub mod envelope;
+pub mod expiry;
 pub mod http;
 pub mod keys;
 pub mod metadata;

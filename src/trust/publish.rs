@@ -154,18 +154,18 @@ pub struct Current {
 }
 
 impl Current {
-    /// Adds a fetched bin after checking it is one the top role delegates and that the
-    /// keys it is delegated to signed it.
-    pub fn add_bin(&mut self, name: &str, bin: Signed<Targets>) -> Result<(), TrustError> {
+    /// Adds a fetched bin (its bytes as served) after checking it is one the top role
+    /// delegates and that the keys it is delegated to signed those bytes.
+    pub fn add_bin(&mut self, name: &str, served: &[u8]) -> Result<(), TrustError> {
         let delegations = self
             .top
             .as_ref()
             .and_then(|t| t.signed.delegations.as_ref())
             .ok_or_else(|| TrustError::Sign(format!("{name}: the role delegates no bins")))?;
-        delegations
-            .verify_role(&bin, name)
+        let bin = super::envelope::parse::<Targets>(name, served)
+            .and_then(|b| b.verify_delegated(delegations, name).map(|_| b))
             .map_err(|e| TrustError::Sign(format!("bin {name} is not validly signed: {e}")))?;
-        self.bins.insert(name.to_owned(), bin);
+        self.bins.insert(name.to_owned(), bin.typed);
         Ok(())
     }
 }

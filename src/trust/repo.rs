@@ -301,8 +301,7 @@ pub async fn rotate_root(
     let signed = sign(root.clone(), &KeyHolder::Root(root.clone()), &new_refs)
         .await
         .map_err(|e| new_must(e.to_string()))?
-        .add_old_signatures(by_old.signed().signatures.clone())
-        .map_err(|e| TrustError::Sign(e.to_string()))?;
+        .add_signatures(&by_old.signed().signatures)?;
     old.signed
         .verify_role(signed.signed())
         .map_err(|e| current_must(e.to_string()))?;

@@ -46,13 +46,16 @@ impl OnlineKeys {
 pub struct Signer {
     pub keys: OnlineKeys,
     pub lock: tokio::sync::Mutex<()>,
+    /// The lifetimes publisher roles may be uploaded with.
+    pub lifetimes: super::verify::RoleLifetimes,
 }
 
 impl Signer {
-    pub fn new(keys: OnlineKeys) -> Signer {
+    pub fn new(keys: OnlineKeys, lifetimes: super::verify::RoleLifetimes) -> Signer {
         Signer {
             keys,
             lock: tokio::sync::Mutex::new(()),
+            lifetimes,
         }
     }
 }
@@ -248,29 +251,5 @@ pub async fn refresh(store: &Store, keys: &OnlineKeys, now: i64) -> Result<Refre
         // metadata is fresh, so there is nothing left to do this round.
         Err(StoreError::MetadataExists { .. }) => Ok(Refreshed::default()),
         Err(e) => Err(e.into()),
-    }
-}
-
-/// Runs [`refresh`] every `every` until the process stops; failures are logged here,
-/// where they are handled, and retried on the next tick.
-pub async fn refresh_forever(
-    store: Store,
-    signer: std::sync::Arc<Signer>,
-    every: std::time::Duration,
-) {
-    let mut tick = tokio::time::interval(every);
-    loop {
-        tick.tick().await;
-        let now = crate::clock::now();
-        let guard = signer.lock.lock().await;
-        let result = refresh(&store, &signer.keys, now).await;
-        drop(guard);
-        match result {
-            Ok(r) if r == Refreshed::default() => {}
-            Ok(r) => {
-                tracing::info!(targets = ?r.targets, snapshot = ?r.snapshot, timestamp = ?r.timestamp, "re-signed metadata before expiry")
-            }
-            Err(e) => tracing::error!(error = %e, "re-signing metadata failed; retrying next tick"),
-        }
     }
 }

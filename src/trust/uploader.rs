@@ -10,9 +10,10 @@
 use std::time::Duration;
 
 use reqwest::StatusCode;
-use tough::schema::{Signed, Targets};
+use tough::schema::Targets;
 
 use super::client::MAX_RESPONSE_BYTES;
+use super::envelope;
 use super::publish::{Change, Current, Limits, Plan, Upload, delegations_for, plan};
 use super::{PublicKey, SigningKey, TrustError};
 
@@ -96,20 +97,26 @@ impl PublisherClient {
     /// The publisher's current top role, accepted only with a signature by one of
     /// `trusted` (the publisher's own keys). No bins are fetched yet.
     pub async fn current(&self, trusted: &[PublicKey]) -> Result<Current, UploadError> {
-        let Some(top) = self.role(None).await? else {
+        let Some(served) = self.role(None).await? else {
             return Ok(Current::default());
         };
-        delegations_for(&self.publisher, trusted, 1)?
-            .verify_role(&top, &self.publisher)
-            .map_err(|e| UploadError::Untrusted(e.to_string()))?;
+        let top = envelope::parse::<Targets>(&self.publisher, &served).map_err(|e| {
+            UploadError::Protocol(format!("role metadata is not TUF targets metadata: {e}"))
+        })?;
+        top.verify_delegated(
+            &delegations_for(&self.publisher, trusted, 1)?,
+            &self.publisher,
+        )
+        .map_err(|e| UploadError::Untrusted(e.to_string()))?;
         Ok(Current {
-            top: Some(top),
+            top: Some(top.typed),
             bins: Default::default(),
         })
     }
 
-    /// `GET /api/v1/publishers/P/role[?bin=NAME]`; `None` when there is no such role yet.
-    async fn role(&self, bin: Option<&str>) -> Result<Option<Signed<Targets>>, UploadError> {
+    /// `GET /api/v1/publishers/P/role[?bin=NAME]`, the bytes as served; `None` when there
+    /// is no such role yet.
+    async fn role(&self, bin: Option<&str>) -> Result<Option<Vec<u8>>, UploadError> {
         // Bin names are the publisher name, a dot and hex digits: nothing to escape.
         let query = bin.map(|b| format!("?bin={b}")).unwrap_or_default();
         let resp = self
@@ -126,10 +133,7 @@ impl PublisherClient {
         if !resp.status().is_success() {
             return Err(refusal(resp).await);
         }
-        let bytes = capped(resp).await?;
-        serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-            UploadError::Protocol(format!("role metadata is not TUF targets metadata: {e}"))
-        })
+        Ok(Some(capped(resp).await?))
     }
 
     /// Signs `change` on the current roles with `keys` and POSTs it to
@@ -220,7 +224,7 @@ impl PublisherClient {
                                 "the server has no bin {name}, which the role delegates"
                             ))
                         })?;
-                        current.add_bin(&name, bin)?;
+                        current.add_bin(&name, &bin)?;
                     }
                 }
             }

@@ -5,10 +5,12 @@
 //! target. The change checks compare target maps, whichever roles list them.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use tough::TargetName;
 use tough::schema::{Delegations, Signed, Target, Targets};
 
+use super::envelope::{self, EnvelopeError};
 use super::metadata::target_name;
 use crate::definition::Definition;
 
@@ -17,6 +19,18 @@ use crate::definition::Definition;
 pub enum PublishError {
     #[error("role metadata is not valid TUF targets metadata: {0}")]
     Malformed(String),
+    #[error(transparent)]
+    Metadata(#[from] EnvelopeError),
+    #[error(
+        "role {role} expires {expires}, in {remaining}; this marketplace accepts roles valid for between {min} and {max} (sign again with an --expires in that range)"
+    )]
+    Lifetime {
+        role: String,
+        expires: String,
+        remaining: String,
+        min: String,
+        max: String,
+    },
     #[error(
         "role {role} is not signed by {threshold} of the publisher keys it is delegated to: {reason}"
     )]
@@ -167,30 +181,82 @@ pub fn check_yank(old: &TargetMap, new: &TargetMap) -> Result<Vec<String>, Publi
     Ok(yanked)
 }
 
-/// Checks one uploaded role alone: parse, a threshold of signatures under the
-/// delegation of `role_name` in `holder`, the next version after `current_version` (0:
-/// none yet), expiry in the future and in whole seconds.
+/// How long a publisher's role (or bin) may remain valid when it is uploaded: the
+/// operator's policy (`serve --min-role-lifetime/--max-role-lifetime`).
+///
+/// The minimum keeps a publisher from stalling itself with a role about to expire (every
+/// TUF client refuses expired metadata); the maximum bounds how long a role signed with
+/// a since-compromised key stays valid without the operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RoleLifetimes {
+    pub min: Duration,
+    pub max: Duration,
+}
+
+impl Default for RoleLifetimes {
+    fn default() -> Self {
+        const DAY: u64 = 86_400;
+        RoleLifetimes {
+            min: Duration::from_secs(7 * DAY),
+            max: Duration::from_secs(730 * DAY),
+        }
+    }
+}
+
+impl RoleLifetimes {
+    /// Whether a role expiring at `expires` may be accepted at `now`.
+    pub fn check(&self, role: &str, expires: i64, now: i64) -> Result<(), PublishError> {
+        let remaining = expires.saturating_sub(now);
+        if remaining < secs(self.min) || remaining > secs(self.max) {
+            return Err(PublishError::Lifetime {
+                role: role.to_owned(),
+                expires: jiff::Timestamp::from_second(expires)
+                    .map_or_else(|_| expires.to_string(), |t| t.to_string()),
+                remaining: crate::clock::human_duration(remaining),
+                min: crate::clock::human_duration(secs(self.min)),
+                max: crate::clock::human_duration(secs(self.max)),
+            });
+        }
+        Ok(())
+    }
+
+    /// `lifetime` moved into the accepted range, with a margin above the minimum so the
+    /// role is still acceptable by the time it reaches the server.
+    pub fn clamp(&self, lifetime: Duration) -> Duration {
+        let floor = self.min + Duration::from_secs(3600).min(self.min);
+        lifetime.max(floor).min(self.max.max(floor))
+    }
+}
+
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
+
+/// Checks one uploaded role alone: parse, a threshold of signatures (over the bytes as
+/// uploaded) under the delegation of `role_name` in `holder`, the next version after
+/// `current_version` (0: none yet), expiry in whole seconds within `lifetimes`.
 pub fn verify_signed(
     role_name: &str,
     holder: &Delegations,
     current_version: u64,
     uploaded: &[u8],
     now: i64,
+    lifetimes: &RoleLifetimes,
 ) -> Result<Signed<Targets>, PublishError> {
-    let role: Signed<Targets> = serde_json::from_slice(uploaded)
-        .map_err(|e| PublishError::Malformed(format!("{role_name}: {e}")))?;
+    let envelope = envelope::parse::<Targets>(role_name, uploaded)?;
     let threshold = holder
         .roles
         .iter()
         .find(|r| r.name == role_name)
         .map_or(1, |r| r.threshold.get());
-    holder
-        .verify_role(&role, role_name)
+    envelope
+        .verify_delegated(holder, role_name)
         .map_err(|e| PublishError::Signature {
             role: role_name.into(),
             threshold,
             reason: e.to_string(),
         })?;
+    let role = envelope.typed;
     let got = role.signed.version.get();
     if got <= current_version {
         return Err(PublishError::Stale {
@@ -210,6 +276,7 @@ pub fn verify_signed(
     if expires.as_second() <= now || expires.subsec_nanosecond() != 0 {
         return Err(PublishError::Expiry(role_name.into()));
     }
+    lifetimes.check(role_name, expires.as_second(), now)?;
     Ok(role)
 }
 

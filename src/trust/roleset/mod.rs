@@ -14,7 +14,7 @@ use tough::schema::{Delegations, Signed, Snapshot, Targets};
 
 use super::PublicKey;
 use super::bins::{self, Layout};
-use super::verify::{PublishError, TargetMap, owned_by, verify_signed};
+use super::verify::{PublishError, RoleLifetimes, TargetMap, owned_by, verify_signed};
 
 /// The roles of one upload, each exactly as the publisher signed it.
 #[derive(Debug, Clone, Default)]
@@ -68,7 +68,8 @@ pub struct Registered<'a> {
     pub delegations: &'a Delegations,
 }
 
-/// Checks an upload against the publisher's registration and current roles.
+/// Checks an upload against the publisher's registration and current roles, and each
+/// uploaded role's lifetime against the operator's `lifetimes`.
 /// `snapshot` gives the current version of every role (bins of an older layout
 /// included, so a name is never reused at an old version).
 pub fn verify_set(
@@ -77,6 +78,7 @@ pub fn verify_set(
     current: &CurrentRoles,
     upload: &RoleUpload,
     now: i64,
+    lifetimes: &RoleLifetimes,
 ) -> Result<Verified, PublishError> {
     let publisher = who.publisher;
     if upload.top.is_none() && upload.bins.is_empty() {
@@ -88,7 +90,16 @@ pub fn verify_set(
     let new_top = upload
         .top
         .as_deref()
-        .map(|b| verify_signed(publisher, who.delegations, current_top_version, b, now))
+        .map(|b| {
+            verify_signed(
+                publisher,
+                who.delegations,
+                current_top_version,
+                b,
+                now,
+                lifetimes,
+            )
+        })
         .transpose()?;
     let top = new_top.as_ref().or(current.top.as_ref()).ok_or_else(|| {
         PublishError::Malformed(format!(
@@ -148,7 +159,7 @@ pub fn verify_set(
                     .meta
                     .get(&format!("{name}.json"))
                     .map_or(0, |m| m.version.get());
-                let bin = verify_signed(name, delegations, current_version, bytes, now)?;
+                let bin = verify_signed(name, delegations, current_version, bytes, now, lifetimes)?;
                 if bin
                     .signed
                     .delegations

@@ -9,9 +9,10 @@ use crate::definition::Definition;
 use crate::trust::SigningKey;
 use crate::trust::metadata::{SPEC_VERSION, metafile, sign, target_name, version};
 use crate::trust::publish::{Change, Current, Limits, Plan, delegations_for, plan};
-use crate::trust::verify::{check_publish, check_resign, check_yank};
+use crate::trust::verify::{RoleLifetimes, check_publish, check_resign, check_yank};
 
-const DAY: std::time::Duration = std::time::Duration::from_secs(86_400);
+/// Within the default role lifetimes (7 to 730 days).
+const LIFETIME: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
 const NOW: i64 = 1_790_000_000;
 const SMALL: Limits = Limits {
     flat_max: 3,
@@ -83,13 +84,15 @@ impl Repo {
             bins: Default::default(),
         };
         loop {
-            match plan("acme", &current, change, keys, DAY, NOW, limits)
+            match plan("acme", &current, change, keys, LIFETIME, NOW, limits)
                 .await
                 .unwrap()
             {
                 Plan::Fetch(names) => {
                     for n in names {
-                        current.add_bin(&n, self.current.bins[&n].clone()).unwrap();
+                        current
+                            .add_bin(&n, &serde_json::to_vec(&self.current.bins[&n]).unwrap())
+                            .unwrap();
                     }
                 }
                 Plan::Ready(u) => {
@@ -103,7 +106,14 @@ impl Repo {
     }
 
     fn verify(&self, upload: &RoleUpload) -> Result<Verified, PublishError> {
-        verify_set(&self.who(), &self.snapshot, &self.current, upload, NOW)
+        verify_set(
+            &self.who(),
+            &self.snapshot,
+            &self.current,
+            upload,
+            NOW,
+            &RoleLifetimes::default(),
+        )
     }
 
     /// Stores a verified upload: what `accept` does with the database.
@@ -261,13 +271,33 @@ async fn flat_publishes_and_each_bad_upload() {
         repo.verify(&expired),
         Err(PublishError::Expiry(_))
     ));
+    // Valid, but for too short or too long (the operator's policy, 7 to 730 days).
+    for (days, short) in [(6, true), (731, false)] {
+        let mut role = repo.current.top.clone().unwrap().signed;
+        role.version = version(2);
+        role.expires = jiff::Timestamp::from_second(NOW + days * 86_400).unwrap();
+        let upload = RoleUpload {
+            top: Some(signed("acme", role, &repo.key).await),
+            bins: Default::default(),
+        };
+        let err = repo.verify(&upload).unwrap_err();
+        assert!(matches!(err, PublishError::Lifetime { .. }), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("in {days} days"))
+                && text.contains("between 7 days and 730 days"),
+            "{short}: {text}"
+        );
+    }
     let garbage = RoleUpload {
         top: Some(b"{".to_vec()),
         bins: Default::default(),
     };
     assert!(matches!(
         repo.verify(&garbage),
-        Err(PublishError::Malformed(_))
+        Err(PublishError::Metadata(
+            crate::trust::envelope::EnvelopeError::Malformed { .. }
+        ))
     ));
     assert!(matches!(
         repo.verify(&RoleUpload::default()),

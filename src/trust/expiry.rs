@@ -1,0 +1,123 @@
+//! When publishers' roles expire, shown before it bites. Every TUF client refuses an
+//! expired role, so a publisher that forgets to renew (`marketplace resign`) loses its
+//! plugins on every worker; the operator's index page, `publisher list`, the publisher
+//! API and the server log all warn [`WARN_WITHIN`] ahead.
+
+use std::collections::HashMap;
+
+use super::TrustError;
+use crate::store::Store;
+
+/// How long before expiry a role is flagged.
+pub const WARN_WITHIN: i64 = 30 * 86_400;
+/// How often the server log repeats a warning about one role version.
+const LOG_EVERY: i64 = 86_400;
+
+/// One delegated publisher role or bin of the current index.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RoleExpiry {
+    pub publisher: String,
+    /// The role's name: the publisher's, or one of its bins (`PUBLISHER.PREFIX`).
+    pub role: String,
+    pub version: u64,
+    pub expires_at: i64,
+}
+
+impl RoleExpiry {
+    pub fn expired(&self, now: i64) -> bool {
+        self.expires_at <= now
+    }
+
+    pub fn expiring_soon(&self, now: i64) -> bool {
+        self.expires_at - now < WARN_WITHIN
+    }
+}
+
+/// Every publisher role and hashed bin the current index delegates (suspended publishers
+/// are not delegated, so not listed), earliest expiry first.
+pub async fn publisher_roles(store: &Store) -> Result<Vec<RoleExpiry>, TrustError> {
+    let Some(state) = super::state::current(store).await? else {
+        return Ok(Vec::new());
+    };
+    let publishers: Vec<String> = state
+        .targets
+        .signed
+        .signed
+        .delegations
+        .iter()
+        .flat_map(|d| d.roles.iter().map(|r| r.name.clone()))
+        .collect();
+    let bins = super::state::delegated_bins(store).await?;
+    let mut out: Vec<RoleExpiry> = store
+        .metadata_overview()
+        .await?
+        .into_iter()
+        .filter_map(|m| {
+            let publisher = match m.role.split_once('.') {
+                None if publishers.contains(&m.role) => m.role.clone(),
+                Some((p, _)) if bins.contains(&m.role) => p.to_owned(),
+                _ => return None,
+            };
+            Some(RoleExpiry {
+                publisher,
+                role: m.role,
+                version: m.version,
+                expires_at: m.expires_at,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.expires_at.cmp(&b.expires_at).then(a.role.cmp(&b.role)));
+    Ok(out)
+}
+
+/// The earliest-expiring role of each publisher.
+pub fn earliest_by_publisher(roles: &[RoleExpiry]) -> HashMap<&str, &RoleExpiry> {
+    let mut out: HashMap<&str, &RoleExpiry> = HashMap::new();
+    for r in roles {
+        out.entry(&r.publisher)
+            .and_modify(|e| {
+                if r.expires_at < e.expires_at {
+                    *e = r;
+                }
+            })
+            .or_insert(r);
+    }
+    out
+}
+
+/// Server log warnings about roles close to expiry, at most once a day per role version.
+#[derive(Debug, Default)]
+pub struct Warnings {
+    last: HashMap<(String, u64), i64>,
+}
+
+impl Warnings {
+    pub fn log(&mut self, roles: &[RoleExpiry], now: i64) {
+        for r in roles.iter().filter(|r| r.expiring_soon(now)) {
+            let key = (r.role.clone(), r.version);
+            if self.last.get(&key).is_some_and(|t| now - t < LOG_EVERY) {
+                continue;
+            }
+            self.last.insert(key, now);
+            let expires = jiff::Timestamp::from_second(r.expires_at)
+                .map_or_else(|_| r.expires_at.to_string(), |t| t.to_string());
+            if r.expired(now) {
+                tracing::error!(
+                    publisher = %r.publisher, role = %r.role, version = r.version, %expires,
+                    "publisher role has expired: clients refuse this publisher's plugins until it runs `marketplace resign` (or the operator suspends it)"
+                );
+            } else {
+                tracing::warn!(
+                    publisher = %r.publisher, role = %r.role, version = r.version, %expires,
+                    in_ = %crate::clock::human_duration(r.expires_at - now),
+                    "publisher role expires soon; the publisher renews it with `marketplace resign`"
+                );
+            }
+        }
+        // Forget roles no longer current, so the map stays as small as the index.
+        let current: std::collections::HashSet<(&str, u64)> =
+            roles.iter().map(|r| (r.role.as_str(), r.version)).collect();
+        self.last
+            .retain(|(role, version), _| current.contains(&(role.as_str(), *version)));
+    }
+}
