@@ -64,7 +64,7 @@ async fn top(c: &Client) -> (Signed<Targets>, usize) {
 /// Our own verifier: every published target is found and downloads intact.
 async fn tough_sees(url: &str, root: &Path, store: &Path, defs: &[Definition]) {
     let base = url::Url::parse(&format!("{url}/")).unwrap();
-    let repo = marketplace::trust::client::load(&std::fs::read(root).unwrap(), &base, store)
+    let repo = common::tough::load(&std::fs::read(root).unwrap(), &base, store)
         .await
         .expect("the index verifies");
     let acme = repo

@@ -106,7 +106,7 @@ async fn publishing_adds_signed_targets_that_tuf_clients_verify() {
     }
 
     let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
-    let repo = marketplace::trust::client::load(&root, &base, &dir.path().join("tough"))
+    let repo = common::tough::load(&root, &base, &dir.path().join("tough"))
         .await
         .unwrap();
     for def in [&first, &second] {

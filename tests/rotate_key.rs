@@ -168,7 +168,7 @@ async fn a_rotated_key_takes_over_once_the_publisher_re_signs() {
     }
     let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
     let root = std::fs::read(&root_path).unwrap();
-    let repo = marketplace::trust::client::load(&root, &base, &dir.path().join("tough"))
+    let repo = common::tough::load(&root, &base, &dir.path().join("tough"))
         .await
         .expect("index verifies");
     let role = repo.delegated_role("acme").expect("acme loaded");

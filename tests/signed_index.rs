@@ -192,7 +192,7 @@ async fn metadata_is_re_signed_before_it_expires() {
     );
     assert!(report["targets"][&storage].is_object());
     let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
-    let repo = marketplace::trust::client::load(&root, &base, &dir.path().join("tough"))
+    let repo = common::tough::load(&root, &base, &dir.path().join("tough"))
         .await
         .unwrap();
     assert_eq!(repo.snapshot().signed.version.get(), 3);
@@ -270,14 +270,79 @@ fn repo_init_refuses_an_impossible_threshold_and_a_second_run() {
 }
 
 #[tokio::test]
-async fn our_rust_client_verifies_and_reads_every_builtin() {
+async fn our_client_verifies_and_reads_every_builtin() {
+    use marketplace::trust::client::{Failure, Fetcher, Limits, TrustedState, refresh, target_url};
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&init_repo(dir.path(), 1));
+    let root = trusted_root(&server.url).await;
+    let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
+    let fetch = Fetcher::new(std::time::Duration::from_secs(10)).unwrap();
+    let trusted = TrustedState {
+        root: &root,
+        timestamp: None,
+        snapshot: None,
+    };
+    let now = marketplace::clock::now();
+    let index = refresh(&fetch, &base, trusted, &Limits::default(), now)
+        .await
+        .expect("index verifies");
+    assert_eq!(index.publishers.len(), 1);
+    let fundament = index.publishers[0]
+        .outcome
+        .as_ref()
+        .expect("built-ins verify");
+    let defs = builtin::definitions().unwrap();
+    assert_eq!(fundament.listed.len(), defs.len());
+    for def in &defs {
+        let name = format!("fundament/{}/{}.yaml", def.name(), def.version);
+        let listed = fundament
+            .listed
+            .iter()
+            .find(|l| l.name == name)
+            .expect("listed");
+        assert_eq!(listed.target.custom["version"], def.version_text());
+        let url = target_url(&base, true, &name, &listed.target).unwrap();
+        assert_eq!(
+            url.path(),
+            format!(
+                "/tuf/targets/fundament/{}/{}.{}.yaml",
+                def.name(),
+                def.hash.trim_start_matches("sha256:"),
+                def.version
+            )
+        );
+        let bytes = reqwest::get(url).await.unwrap().bytes().await.unwrap();
+        assert_eq!(bytes, def.bytes, "{}", def.name());
+    }
+
+    // Another marketplace's root does not verify this one's timestamp.
+    let other = tempfile::tempdir().unwrap();
+    let other_server = Server::start(&init_repo(other.path(), 1));
+    let foreign = trusted_root(&other_server.url).await;
+    let trusted = TrustedState {
+        root: &foreign,
+        timestamp: None,
+        snapshot: None,
+    };
+    let err = refresh(&fetch, &base, trusted, &Limits::default(), now)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, Failure::BadSignature, "{err}");
+    assert_eq!(
+        err.message,
+        "timestamp: 0 valid signature(s) of the 1 required from its keys"
+    );
+}
+
+#[tokio::test]
+async fn tough_verifies_and_reads_every_builtin() {
     let dir = tempfile::tempdir().unwrap();
     let data = init_repo(dir.path(), 1);
     let server = Server::start(&data);
     let root = trusted_root(&server.url).await;
     let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
     let datastore = dir.path().join("tough");
-    let repo = marketplace::trust::client::load(&root, &base, &datastore)
+    let repo = common::tough::load(&root, &base, &datastore)
         .await
         .expect("index verifies");
 
@@ -312,17 +377,20 @@ async fn our_rust_client_verifies_and_reads_every_builtin() {
 }
 
 #[tokio::test]
-async fn our_rust_client_refuses_a_foreign_root() {
+async fn tough_refuses_a_foreign_root() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&init_repo(dir.path(), 1));
     let other = tempfile::tempdir().unwrap();
     let other_server = Server::start(&init_repo(other.path(), 1));
     let foreign = trusted_root(&other_server.url).await;
     let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
-    let err = marketplace::trust::client::load(&foreign, &base, &dir.path().join("tough"))
+    let err = common::tough::load(&foreign, &base, &dir.path().join("tough"))
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("failed verification"), "{err}");
+    assert!(
+        err.to_string().contains("Signature threshold of 1 not met"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -375,7 +443,7 @@ async fn clients_step_through_a_root_rotation() {
         assert!(after["targets"][&storage].is_object());
     }
     let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
-    let repo = marketplace::trust::client::load(&first_root, &base, &dir.path().join("tough"))
+    let repo = common::tough::load(&first_root, &base, &dir.path().join("tough"))
         .await
         .unwrap();
     assert_eq!(repo.root().signed.version.get(), 2);

@@ -50,11 +50,12 @@ async fn refused(config: &Path, api: &Api, reader: &str, reason: &str, definitio
     assert_eq!(status, 200, "the last good state is served: {body}");
 }
 
+/// Where the worker fetches a target: the TUF specification's consistent-snapshot name.
 fn target_path(def: &Definition, publisher: &str) -> String {
     format!(
-        "/tuf/targets/{}.{publisher}/{}/{}.yaml",
-        def.hash.trim_start_matches("sha256:"),
+        "/tuf/targets/{publisher}/{}/{}.{}.yaml",
         def.name(),
+        def.hash.trim_start_matches("sha256:"),
         def.version
     )
 }

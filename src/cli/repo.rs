@@ -32,6 +32,21 @@ enum RepoCommand {
     /// Clients holding root N verify N+1 with the keys they trust, then trust the new
     /// keys. Bring the root keys out of offline storage only for this.
     RotateRoot(RotateArgs),
+    /// Write the current signed index (every root, the current metadata, every target)
+    /// as static files under DIR, laid out as `/tuf/` is served.
+    ///
+    /// Serve DIR as `/tuf/` from any web server (or carry it into an air-gapped site) and
+    /// point sync workers at the URL above it. Exporting again into the same folder
+    /// writes only what changed; timestamp.json is written last.
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+struct ExportArgs {
+    #[arg(long, env = "MARKETPLACE_DATA_DIR", default_value = "./data")]
+    data_dir: PathBuf,
+    /// The folder to write (created if missing); it plays the part of `/tuf/`.
+    dir: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -103,7 +118,35 @@ pub fn run(args: RepoArgs) -> anyhow::Result<()> {
     match args.command {
         RepoCommand::Init(a) => runtime.block_on(init(a)),
         RepoCommand::RotateRoot(a) => runtime.block_on(rotate(a)),
+        RepoCommand::Export(a) => runtime.block_on(export(a)),
     }
+}
+
+async fn export(a: ExportArgs) -> anyhow::Result<()> {
+    let db = a.data_dir.join(server::DATABASE_FILE);
+    if !db.exists() {
+        anyhow::bail!("no marketplace database in {}", a.data_dir.display());
+    }
+    let store = Store::open(&db)
+        .await
+        .with_context(|| format!("opening database {}", db.display()))?;
+    let result = crate::trust::export::export(&store, &a.dir).await;
+    store.close().await;
+    let done = result?;
+    println!(
+        "exported the signed index (timestamp v{}) to {}: {} metadata and {} target files written ({} bytes), {} unchanged",
+        done.timestamp_version,
+        a.dir.display(),
+        done.metadata_files,
+        done.target_files,
+        done.bytes_written,
+        done.unchanged
+    );
+    println!(
+        "serve {} as /tuf/ and give sync workers the URL above it",
+        a.dir.display()
+    );
+    Ok(())
 }
 
 async fn init(a: InitArgs) -> anyhow::Result<()> {

@@ -115,6 +115,18 @@ async fn serve(worker: Arc<Worker>, rounds: bool) -> anyhow::Result<()> {
 }
 
 fn report(source: &str, outcome: &Result<Synced, RoundError>) {
+    if let Ok(done) = outcome {
+        for f in &done.failing {
+            eprintln!(
+                "{source}: publisher {} failing ({}) since {}; its last good definitions stay: {}",
+                f.publisher,
+                f.reason,
+                jiff::Timestamp::from_second(f.since)
+                    .map_or_else(|_| f.since.to_string(), |t| t.to_string()),
+                f.message
+            );
+        }
+    }
     match outcome {
         Ok(done) if done.unchanged => println!(
             "{source}: {} definitions, unchanged (timestamp v{})",

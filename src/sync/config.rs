@@ -29,6 +29,10 @@ pub struct SourceConfig {
     pub interval: Duration,
     /// Higher wins when two sources offer the same plugin; unique among sources.
     pub priority: i64,
+    /// Deadline of each request to the source (a trickling server times out).
+    pub request_timeout: Duration,
+    /// Deadline of a whole round.
+    pub round_timeout: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +64,10 @@ struct RawSource {
     interval: Option<String>,
     #[serde(default)]
     priority: i64,
+    #[serde(default)]
+    request_timeout: Option<String>,
+    #[serde(default)]
+    round_timeout: Option<String>,
 }
 
 impl Config {
@@ -112,6 +120,25 @@ impl Config {
                     MIN_INTERVAL.as_secs()
                 ));
             }
+            let duration = |field: &str, text: Option<String>, default: u64| {
+                let d = match text {
+                    None => Duration::from_secs(default),
+                    Some(text) => {
+                        parse_interval(&text).map_err(|e| format!("{at}.{field}: {e}"))?
+                    }
+                };
+                if d < Duration::from_secs(1) {
+                    return Err(format!("{at}.{field}: at least 1s"));
+                }
+                Ok(d)
+            };
+            let request_timeout = duration("requestTimeout", s.request_timeout, 30)?;
+            let round_timeout = duration("roundTimeout", s.round_timeout, 600)?;
+            if round_timeout < request_timeout {
+                return Err(format!(
+                    "{at}.roundTimeout: shorter than requestTimeout, so no request could use its full deadline"
+                ));
+            }
             if let Some(other) = sources.iter().find(|o| o.priority == s.priority) {
                 return Err(format!(
                     "{at}.priority: {} is also the priority of `{}`; priorities decide which source wins when both offer a plugin, so each source needs its own",
@@ -124,6 +151,8 @@ impl Config {
                 root,
                 interval,
                 priority: s.priority,
+                request_timeout,
+                round_timeout,
             });
         }
         Ok(Config {
@@ -165,6 +194,8 @@ mod tests {
         assert_eq!(ok.sources[0].url.as_str(), "http://127.0.0.1:9/x/");
         assert_eq!(ok.sources[0].interval, Duration::from_secs(120));
         assert_eq!(ok.sources[0].priority, 5);
+        assert_eq!(ok.sources[0].request_timeout, Duration::from_secs(30));
+        assert_eq!(ok.sources[0].round_timeout, Duration::from_secs(600));
         assert!(Config::parse("", dir.path()).unwrap().sources.is_empty());
         for (text, field) in [
             (
@@ -190,6 +221,14 @@ mod tests {
             (
                 "sources:\n  - {name: a, url: http://h/, root: root.json}\n  - {name: b, url: http://h/, root: root.json}",
                 "sources[1].priority",
+            ),
+            (
+                "sources:\n  - {name: a, url: http://h/, root: root.json, requestTimeout: 0s}",
+                "sources[0].requestTimeout",
+            ),
+            (
+                "sources:\n  - {name: a, url: http://h/, root: root.json, requestTimeout: 2m, roundTimeout: 1m}",
+                "sources[0].roundTimeout",
             ),
             ("colour: blue", "colour"),
         ] {

@@ -13,7 +13,6 @@ pub mod api;
 pub mod config;
 pub mod merge;
 pub mod plan;
-mod prefetch;
 mod quick;
 pub mod round;
 pub mod sideload;

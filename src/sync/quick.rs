@@ -10,13 +10,13 @@ use tough::schema::{Signed, Timestamp};
 use url::Url;
 
 use super::store::Trusted;
-use crate::trust::client::HttpTransport;
+use crate::trust::client::Fetcher;
 
 /// timestamp.json is a few hundred bytes; anything near this is not one.
 const MAX_TIMESTAMP_BYTES: usize = 64 * 1024;
 
 /// Whether the marketplace offers exactly what `trusted` already holds.
-pub async fn unchanged(transport: &HttpTransport, base: &Url, trusted: &Trusted, now: i64) -> bool {
+pub async fn unchanged(fetcher: &Fetcher, base: &Url, trusted: &Trusted, now: i64) -> bool {
     // Past the earliest expiry, the full round must run (and refuse, if nothing was
     // re-signed): an unchanged but expired index is not current.
     if now >= trusted.versions.expires_at {
@@ -35,8 +35,8 @@ pub async fn unchanged(transport: &HttpTransport, base: &Url, trusted: &Trusted,
         return false;
     };
     let (root, theirs) = tokio::join!(
-        transport.get(next_root, crate::trust::client::MAX_RESPONSE_BYTES),
-        transport.get(timestamp, MAX_TIMESTAMP_BYTES)
+        fetcher.get(next_root, crate::trust::client::MAX_RESPONSE_BYTES),
+        fetcher.get(timestamp, MAX_TIMESTAMP_BYTES)
     );
     // A new root (rotation) goes through the full round, as TUF requires.
     if !matches!(root, Ok(None)) {
@@ -52,7 +52,7 @@ pub async fn unchanged(transport: &HttpTransport, base: &Url, trusted: &Trusted,
 }
 
 /// Same version, same snapshot (version, length and hashes), same expiry: the signed
-/// content tough verified last round. Signatures are not compared: identical signed
+/// content verified last round. Signatures are not compared: identical signed
 /// content means nothing new is claimed, whoever signed it.
 fn same(ours: &Signed<Timestamp>, theirs: &Signed<Timestamp>) -> bool {
     let (a, b) = (&ours.signed, &theirs.signed);

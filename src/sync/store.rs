@@ -83,6 +83,19 @@ pub struct StoredRow {
     pub definition: Option<Vec<u8>>,
 }
 
+/// A publisher of a source whose roles failed verification in the latest rounds; its
+/// last good definitions are kept.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct PublisherFailure {
+    pub publisher: String,
+    pub reason: String,
+    pub message: String,
+    /// The first round of this run of failures.
+    pub since: i64,
+    pub consecutive_failures: i64,
+}
+
 /// What `/status` reports for a source.
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -96,6 +109,8 @@ pub struct SourceStatus {
     pub consecutive_failures: u64,
     pub trusted: Option<TrustedVersions>,
     pub definitions: u64,
+    /// Publishers whose roles fail verification (their last good definitions stay).
+    pub failing_publishers: Vec<PublisherFailure>,
 }
 
 impl SyncStore {
@@ -154,26 +169,55 @@ impl SyncStore {
     }
 
     /// Replaces a source's state with a verified round, in one transaction: targets no
-    /// longer listed leave, new ones arrive, yank flags and signers follow the index.
+    /// longer listed leave, new ones arrive, yank flags and signers follow the index;
+    /// the definitions of `failing` publishers stay as they were, and the failures are
+    /// recorded. Returns how many definitions the source now offers.
     pub async fn replace_source(
         &self,
         source: &str,
         defs: &[SourceDefinition],
+        failing: &[PublisherFailure],
         trusted: &Trusted,
         now: i64,
-    ) -> Result<(), SyncStoreError> {
+    ) -> Result<u64, SyncStoreError> {
         // Few statements, whatever the size of the round: a cold round of 10,000
         // definitions is one JSON list, one update and ~200 multi-row inserts.
         let mut tx = self.pool.begin().await?;
         let listed: Vec<&str> = defs.iter().map(|d| d.target.as_str()).collect();
+        let kept: Vec<&str> = failing.iter().map(|f| f.publisher.as_str()).collect();
         sqlx::query(
             "DELETE FROM source_definitions WHERE source = ?1
-               AND target NOT IN (SELECT value FROM json_each(?2))",
+               AND target NOT IN (SELECT value FROM json_each(?2))
+               AND publisher NOT IN (SELECT value FROM json_each(?3))",
         )
         .bind(source)
         .bind(serde_json::to_string(&listed).expect("strings serialize"))
+        .bind(serde_json::to_string(&kept).expect("strings serialize"))
         .execute(&mut *tx)
         .await?;
+        sqlx::query(
+            "DELETE FROM publisher_failures WHERE source = ?1
+               AND publisher NOT IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(source)
+        .bind(serde_json::to_string(&kept).expect("strings serialize"))
+        .execute(&mut *tx)
+        .await?;
+        for f in failing {
+            sqlx::query(
+                "INSERT INTO publisher_failures (source, publisher, reason, message, since, consecutive_failures)
+                 VALUES (?, ?, ?, ?, ?, 1)
+                 ON CONFLICT (source, publisher) DO UPDATE SET reason = excluded.reason,
+                   message = excluded.message, consecutive_failures = consecutive_failures + 1",
+            )
+            .bind(source)
+            .bind(&f.publisher)
+            .bind(&f.reason)
+            .bind(&f.message)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
         let known: Vec<(&str, bool, &str)> = defs
             .iter()
             .filter(|d| d.bytes.is_none())
@@ -217,6 +261,11 @@ impl SyncStore {
             );
             q.build().execute(&mut *tx).await?;
         }
+        let definitions: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM source_definitions WHERE source = ?")
+                .bind(source)
+                .fetch_one(&mut *tx)
+                .await?;
         sqlx::query(
             "UPDATE sources SET last_attempt_at = ?, last_success_at = ?, last_reason = NULL, last_error = NULL,
                consecutive_failures = 0, root_version = ?, timestamp_version = ?, snapshot_version = ?,
@@ -236,13 +285,27 @@ impl SyncStore {
         .bind(&trusted.root)
         .bind(&trusted.timestamp)
         .bind(&trusted.snapshot)
-        .bind(defs.len() as i64)
+        .bind(definitions)
         .bind(source)
         .execute(&mut *tx)
         .await?;
         bump(&mut tx).await?;
         tx.commit().await?;
-        Ok(())
+        Ok(definitions.max(0) as u64)
+    }
+
+    /// The publishers of `source` failing verification now, by name.
+    pub async fn publisher_failures(
+        &self,
+        source: &str,
+    ) -> Result<Vec<PublisherFailure>, SyncStoreError> {
+        Ok(sqlx::query_as(
+            "SELECT publisher, reason, message, since, consecutive_failures
+             FROM publisher_failures WHERE source = ? ORDER BY publisher",
+        )
+        .bind(source)
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     /// Records a failed round; the source's definitions stay as they were.
@@ -360,12 +423,15 @@ impl SyncStore {
         .bind(only)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| {
+        let mut statuses = Vec::with_capacity(rows.len());
+        for r in rows {
+            let name: String = r.get("name");
+            let failing_publishers = self.publisher_failures(&name).await?;
+            statuses.push({
                 let v = |c: &str| r.get::<Option<i64>, _>(c).map(|n| n.max(0) as u64);
                 SourceStatus {
-                    name: r.get("name"),
+                    failing_publishers,
+                    name,
                     url: r.get("url"),
                     last_attempt_at: r.get("last_attempt_at"),
                     last_success_at: r.get("last_success_at"),
@@ -387,8 +453,9 @@ impl SyncStore {
                     }),
                     definitions: r.get::<i64, _>("definitions").max(0) as u64,
                 }
-            })
-            .collect())
+            });
+        }
+        Ok(statuses)
     }
 
     /// The bytes of one target of a source.

@@ -34,7 +34,7 @@ use super::store::{SourceStatus, SyncStore, SyncStoreError};
 use super::view::{BaseView, OrgView, Summary, Trust};
 use crate::catalog::builtin::{self, BUILTIN_PUBLISHER, BuiltinError};
 use crate::definition::{Definition, parse_version};
-use crate::trust::client::HttpTransport;
+use crate::trust::client::Fetcher;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
@@ -85,7 +85,7 @@ struct Cached {
 pub struct Worker {
     config: Config,
     store: SyncStore,
-    transport: HttpTransport,
+    fetcher: Fetcher,
     builtins: Vec<Row>,
     builtin_defs: Vec<Definition>,
     cache: RwLock<Cached>,
@@ -107,6 +107,11 @@ impl Worker {
     pub async fn with_store(config: Config, store: SyncStore) -> Result<Worker, WorkerError> {
         let names: Vec<&str> = config.sources.iter().map(|s| s.name.as_str()).collect();
         store.retain_sources(&names).await?;
+        // Earlier versions kept tough's datastore in DATA_DIR/tuf/SOURCE/; the database
+        // holds the trusted state now, so such folders are leftovers.
+        for s in &config.sources {
+            let _ = std::fs::remove_dir_all(config.data_dir.join("tuf").join(&s.name));
+        }
         for s in &config.sources {
             store.add_source(&s.name, s.url.as_str()).await?;
         }
@@ -124,7 +129,8 @@ impl Worker {
             })
             .collect();
         let worker = Worker {
-            transport: HttpTransport::new()?,
+            // Each source sets its own deadline; this one is replaced per round.
+            fetcher: Fetcher::new(Duration::from_secs(30))?,
             config,
             store,
             builtins,
@@ -152,14 +158,8 @@ impl Worker {
     /// overlap, even across processes sharing the data directory.
     pub async fn sync_source(&self, source: &SourceConfig) -> Result<Synced, RoundError> {
         let _lock = lock_source(&self.config.data_dir, &source.name)?;
-        let done = round::sync_source(
-            &self.store,
-            &self.transport,
-            source,
-            &self.config.data_dir,
-            crate::clock::now(),
-        )
-        .await?;
+        let done =
+            round::sync_source(&self.store, &self.fetcher, source, crate::clock::now()).await?;
         // The merged view is rebuilt lazily, by the first request that needs it (or
         // right away by `run`, which serves requests): a one-shot round never pays.
         Ok(done)

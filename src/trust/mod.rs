@@ -8,6 +8,7 @@ pub mod cjson;
 pub mod client;
 pub mod envelope;
 pub mod expiry;
+pub mod export;
 pub mod http;
 pub mod keys;
 pub mod metadata;

@@ -16,6 +16,7 @@ use tower::ServiceExt;
 
 pub mod mirror;
 pub mod publishing;
+pub mod tough;
 pub mod worker;
 
 pub const NOW: i64 = 1_790_000_000;

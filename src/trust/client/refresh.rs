@@ -1,0 +1,701 @@
+//! The TUF client workflow (specification §5, python-tuf's `TrustedMetadataSet` as the
+//! reference): root chain, timestamp, snapshot, top-level targets, then each publisher's
+//! delegated roles, each publisher on its own.
+//!
+//! A failure up to the top-level targets fails the refresh: nothing below can be trusted.
+//! A publisher's role or bin that is missing, oversized, malformed, wrongly signed, of
+//! the wrong version or expired fails that publisher alone ([`Publisher::outcome`]); its
+//! caller keeps that publisher's last good state. A network failure or timeout on any
+//! file fails the refresh, since it says nothing about the publisher.
+
+use futures_util::StreamExt;
+use serde::de::DeserializeOwned;
+use sha2::{Digest, Sha256};
+use tough::schema::{
+    DelegatedRole, Delegations, Metafile, PathSet, Role, RoleType, Root, Signed, Snapshot, Target,
+    Targets, Timestamp,
+};
+use url::Url;
+
+use super::{ClientError, Failure, FetchError, Fetcher, Limits, MAX_RESPONSE_BYTES};
+use crate::trust::envelope::{self, EnvelopeError};
+use crate::trust::verify::owned_by;
+
+/// How many new root versions one refresh follows (python-tuf's default).
+const MAX_ROOT_ROTATIONS: u64 = 256;
+/// Publishers' roles fetched at once.
+const PARALLEL_ROLES: usize = 16;
+
+/// What the client already trusts: the last verified root, timestamp and snapshot, as
+/// the bytes it verified (only the root on a first refresh).
+#[derive(Debug, Clone, Copy)]
+pub struct TrustedState<'a> {
+    pub root: &'a [u8],
+    pub timestamp: Option<&'a [u8]>,
+    pub snapshot: Option<&'a [u8]>,
+}
+
+/// A verified metadata file: its typed fields and its exact bytes.
+#[derive(Debug, Clone)]
+pub struct Verified<T> {
+    pub typed: Signed<T>,
+    pub bytes: Vec<u8>,
+}
+
+/// A marketplace's verified index.
+#[derive(Debug)]
+pub struct Index {
+    pub root: Verified<Root>,
+    pub timestamp: Verified<Timestamp>,
+    pub snapshot: Verified<Snapshot>,
+    pub targets: Verified<Targets>,
+    /// Every publisher the targets role delegates to, in its order.
+    pub publishers: Vec<Publisher>,
+}
+
+#[derive(Debug)]
+pub struct Publisher {
+    pub name: String,
+    pub outcome: Result<PublisherTargets, ClientError>,
+}
+
+/// A publisher's verified targets.
+#[derive(Debug, Default)]
+pub struct PublisherTargets {
+    pub listed: Vec<Listed>,
+    /// The earliest expiry among its roles, and which role that is.
+    pub expires_at: i64,
+    pub expires_role: String,
+}
+
+/// One target a verified role lists.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    /// `PUBLISHER/NAME/VERSION.yaml`.
+    pub name: String,
+    pub target: Target,
+    /// Key ids (hex, sorted, space-separated) that validly signed the role listing it.
+    pub signers: String,
+}
+
+/// Where a target's bytes are, as the TUF specification lays out consistent snapshots
+/// (`DIR/HASH.FILE`): what python-tuf requests and what a static copy of `/tuf/` holds.
+pub fn target_url(base: &Url, consistent: bool, name: &str, target: &Target) -> Option<Url> {
+    let path = if consistent {
+        let hash = hex::encode(target.hashes.sha256.as_ref());
+        match name.rsplit_once('/') {
+            Some((dir, file)) => format!("tuf/targets/{dir}/{hash}.{file}"),
+            None => format!("tuf/targets/{hash}.{name}"),
+        }
+    } else {
+        format!("tuf/targets/{name}")
+    };
+    base.join(&path).ok()
+}
+
+/// Refreshes the index at `base` (which ends in `/`) from `trusted`.
+pub async fn refresh(
+    fetch: &Fetcher,
+    base: &Url,
+    trusted: TrustedState<'_>,
+    limits: &Limits,
+    now: i64,
+) -> Result<Index, ClientError> {
+    let meta = base
+        .join("tuf/metadata/")
+        .map_err(|e| ClientError::new(Failure::InvalidMetadata, format!("{base}: {e}")))?;
+    let c = Client {
+        fetch,
+        meta,
+        limits,
+        now,
+    };
+    let trusted_root = verified::<Root>("trusted root", trusted.root)?;
+    trusted_root
+        .verify_by_root(&trusted_root.typed.signed, RoleType::Root)
+        .map_err(|e| bad_signature(&e))?;
+    let root = c.update_root(trusted_root).await?;
+    // TUF 5.3.11: after a rotation of the timestamp or snapshot keys, the old timestamp
+    // and snapshot no longer prove anything (they may be what a fast-forward attack left).
+    let original = verified::<Root>("trusted root", trusted.root)?
+        .envelope
+        .typed
+        .signed;
+    let rotated = [RoleType::Timestamp, RoleType::Snapshot]
+        .iter()
+        .any(|r| original.roles.get(r) != root.typed.signed.roles.get(r));
+    let (old_timestamp, old_snapshot) = if rotated {
+        (None, None)
+    } else {
+        (
+            trusted
+                .timestamp
+                .map(|b| verified::<Timestamp>("trusted timestamp", b))
+                .transpose()?,
+            trusted
+                .snapshot
+                .map(|b| verified::<Snapshot>("trusted snapshot", b))
+                .transpose()?,
+        )
+    };
+    let root_signed = &root.typed.signed;
+    c.unexpired("root", root_signed.expires)?;
+    let timestamp = c.update_timestamp(root_signed, old_timestamp).await?;
+    let snapshot = c
+        .update_snapshot(root_signed, &timestamp.typed.signed, old_snapshot.as_ref())
+        .await?;
+    let consistent = root_signed.consistent_snapshot;
+    let snap = &snapshot.typed.signed;
+    let targets = c.top_targets(root_signed, snap, consistent).await?;
+    let delegations = targets
+        .typed
+        .signed
+        .delegations
+        .clone()
+        .unwrap_or_else(Delegations::new);
+    // The futures are built first: a stream mapping borrowed roles to futures would not
+    // be `Send` for every lifetime, which spawning the round requires.
+    let pending: Vec<_> = delegations
+        .roles
+        .iter()
+        .map(|role| c.publisher(role, &delegations, snap, consistent))
+        .collect();
+    let publishers: Vec<Result<Publisher, ClientError>> = futures_util::stream::iter(pending)
+        .buffered(PARALLEL_ROLES)
+        .collect()
+        .await;
+    Ok(Index {
+        publishers: publishers.into_iter().collect::<Result<_, _>>()?,
+        root: Verified {
+            bytes: root.bytes,
+            typed: root.envelope.typed,
+        },
+        timestamp,
+        snapshot,
+        targets,
+    })
+}
+
+/// An envelope with the bytes it came from.
+struct Parsed<T> {
+    envelope: envelope::Envelope<T>,
+    bytes: Vec<u8>,
+}
+
+impl<T> std::ops::Deref for Parsed<T> {
+    type Target = envelope::Envelope<T>;
+    fn deref(&self) -> &Self::Target {
+        &self.envelope
+    }
+}
+
+fn verified<T: Role + DeserializeOwned>(
+    what: &str,
+    bytes: &[u8],
+) -> Result<Parsed<T>, ClientError> {
+    Ok(Parsed {
+        envelope: envelope::parse::<T>(what, bytes).map_err(|e| invalid(&e))?,
+        bytes: bytes.to_vec(),
+    })
+}
+
+fn invalid(e: &EnvelopeError) -> ClientError {
+    ClientError::new(Failure::InvalidMetadata, e.to_string())
+}
+
+fn bad_signature(e: &EnvelopeError) -> ClientError {
+    ClientError::new(Failure::BadSignature, e.to_string())
+}
+
+struct Client<'a> {
+    fetch: &'a Fetcher,
+    meta: Url,
+    limits: &'a Limits,
+    now: i64,
+}
+
+/// A publisher-level verdict inside a refresh-level result: the outer error is the
+/// network's (it fails the refresh), the inner one the publisher's.
+type Judged<T> = Result<Result<T, ClientError>, ClientError>;
+
+impl Client<'_> {
+    /// GETs `file` under the metadata URL: `None` when the server has no such file.
+    async fn get(&self, file: &str, max: usize) -> Result<Option<Vec<u8>>, ClientError> {
+        let url = self
+            .meta
+            .join(file)
+            .map_err(|e| ClientError::new(Failure::InvalidMetadata, format!("{file}: {e}")))?;
+        match self.fetch.get(url, max).await {
+            Ok(found) => Ok(found),
+            Err(e @ FetchError::TooLarge(_)) => Err(ClientError::new(
+                Failure::InvalidMetadata,
+                format!("{file}: {e}"),
+            )),
+            Err(e @ FetchError::Timeout(_)) => {
+                Err(ClientError::new(Failure::Timeout, format!("{file}: {e}")))
+            }
+            Err(FetchError::Failed(e)) => Err(ClientError::new(
+                Failure::Unreachable,
+                format!("{file}: {e}"),
+            )),
+        }
+    }
+
+    fn unexpired(&self, role: &str, expires: jiff::Timestamp) -> Result<(), ClientError> {
+        if expires.as_second() <= self.now {
+            return Err(ClientError::new(
+                Failure::Expired,
+                format!("{role} metadata expired at {expires}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// TUF 5.3: follows `N+1.root.json` while the server has it, each new root signed
+    /// by a threshold of the previous root's keys and of its own.
+    async fn update_root(&self, mut root: Parsed<Root>) -> Result<Parsed<Root>, ClientError> {
+        for _ in 0..MAX_ROOT_ROTATIONS {
+            let next = root.typed.signed.version.get() + 1;
+            let file = format!("{next}.root.json");
+            let Some(bytes) = self.get(&file, self.limits.root).await? else {
+                return Ok(root);
+            };
+            let new = verified::<Root>(&file, &bytes)?;
+            new.verify_by_root(&root.typed.signed, RoleType::Root)
+                .map_err(|e| bad_signature(&e))?;
+            new.verify_by_root(&new.typed.signed, RoleType::Root)
+                .map_err(|e| bad_signature(&e))?;
+            let got = new.typed.signed.version.get();
+            if got != next {
+                return Err(ClientError::new(
+                    Failure::InvalidMetadata,
+                    format!("{file} says it is version {got}"),
+                ));
+            }
+            root = new;
+        }
+        Err(ClientError::new(
+            Failure::InvalidMetadata,
+            format!("more than {MAX_ROOT_ROTATIONS} new root versions at once"),
+        ))
+    }
+
+    /// TUF 5.4. An unchanged version keeps the trusted timestamp, as python-tuf does.
+    async fn update_timestamp(
+        &self,
+        root: &Root,
+        old: Option<Parsed<Timestamp>>,
+    ) -> Result<Verified<Timestamp>, ClientError> {
+        let bytes = self
+            .get("timestamp.json", self.limits.timestamp)
+            .await?
+            .ok_or_else(|| {
+                ClientError::new(Failure::InvalidMetadata, "the server has no timestamp.json")
+            })?;
+        let new = verified::<Timestamp>("timestamp", &bytes)?;
+        new.verify_by_root(root, RoleType::Timestamp)
+            .map_err(|e| bad_signature(&e))?;
+        let snapshot_version = |t: &Timestamp| t.meta.get("snapshot.json").map(|m| m.version.get());
+        let chosen = match old {
+            Some(old) => {
+                let (o, n) = (&old.typed.signed, &new.typed.signed);
+                if n.version < o.version {
+                    return Err(ClientError::new(
+                        Failure::RolledBack,
+                        format!(
+                            "timestamp v{} is older than the trusted v{}",
+                            n.version, o.version
+                        ),
+                    ));
+                }
+                if snapshot_version(n) < snapshot_version(o) {
+                    return Err(ClientError::new(
+                        Failure::RolledBack,
+                        format!(
+                            "timestamp v{} names snapshot v{}, older than the trusted v{}",
+                            n.version,
+                            snapshot_version(n).unwrap_or(0),
+                            snapshot_version(o).unwrap_or(0)
+                        ),
+                    ));
+                }
+                if n.version == o.version { old } else { new }
+            }
+            None => new,
+        };
+        self.unexpired("timestamp", chosen.typed.signed.expires)?;
+        Ok(Verified {
+            bytes: chosen.bytes,
+            typed: chosen.envelope.typed,
+        })
+    }
+
+    /// TUF 5.5: the snapshot the timestamp names, by hash and length, never rolling back
+    /// a role the trusted snapshot lists.
+    async fn update_snapshot(
+        &self,
+        root: &Root,
+        timestamp: &Timestamp,
+        old: Option<&Parsed<Snapshot>>,
+    ) -> Result<Verified<Snapshot>, ClientError> {
+        let meta = timestamp.meta.get("snapshot.json").ok_or_else(|| {
+            ClientError::new(Failure::InvalidMetadata, "timestamp names no snapshot.json")
+        })?;
+        let file = if root.consistent_snapshot {
+            format!("{}.snapshot.json", meta.version)
+        } else {
+            "snapshot.json".to_owned()
+        };
+        let bytes = self
+            .get(&file, cap(meta, self.limits.snapshot))
+            .await?
+            .ok_or_else(|| {
+                ClientError::new(Failure::InvalidMetadata, format!("{file} is missing"))
+            })?;
+        matches_meta(&file, &bytes, meta)?;
+        let new = verified::<Snapshot>("snapshot", &bytes)?;
+        new.verify_by_root(root, RoleType::Snapshot)
+            .map_err(|e| bad_signature(&e))?;
+        let snap = &new.typed.signed;
+        if snap.version != meta.version {
+            return Err(ClientError::new(
+                Failure::InvalidMetadata,
+                format!("{file} says it is version {}", snap.version),
+            ));
+        }
+        if let Some(old) = old {
+            for (role, m) in &old.typed.signed.meta {
+                match snap.meta.get(role) {
+                    Some(n) if n.version >= m.version => {}
+                    Some(n) => {
+                        return Err(ClientError::new(
+                            Failure::RolledBack,
+                            format!(
+                                "snapshot v{} lists {role} v{}, older than the trusted v{}",
+                                snap.version, n.version, m.version
+                            ),
+                        ));
+                    }
+                    None => {
+                        return Err(ClientError::new(
+                            Failure::RolledBack,
+                            format!("snapshot v{} no longer lists {role}", snap.version),
+                        ));
+                    }
+                }
+            }
+        }
+        self.unexpired("snapshot", snap.expires)?;
+        Ok(Verified {
+            bytes: new.bytes,
+            typed: new.envelope.typed,
+        })
+    }
+
+    /// Fetches the role `name` at the version the snapshot lists, checked against the
+    /// snapshot's hash and length. Outer error: the network's; inner: the file's.
+    async fn fetch_listed<T: Role + DeserializeOwned>(
+        &self,
+        name: &str,
+        snapshot: &Snapshot,
+        consistent: bool,
+        default_cap: usize,
+    ) -> Judged<(Parsed<T>, Vec<u8>, u64)> {
+        let Some(meta) = snapshot.meta.get(&format!("{name}.json")) else {
+            return Ok(Err(ClientError::new(
+                Failure::InvalidMetadata,
+                format!("the snapshot does not list {name}"),
+            )));
+        };
+        let file = if consistent {
+            format!("{}.{name}.json", meta.version)
+        } else {
+            format!("{name}.json")
+        };
+        let bytes = match self.get(&file, cap(meta, default_cap)).await {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => {
+                return Ok(Err(ClientError::new(
+                    Failure::InvalidMetadata,
+                    format!("{file} is listed in the snapshot but missing"),
+                )));
+            }
+            Err(e) if e.kind == Failure::InvalidMetadata => return Ok(Err(e)),
+            Err(e) => return Err(e),
+        };
+        let judged = matches_meta(&file, &bytes, meta)
+            .and_then(|()| verified::<T>(name, &bytes))
+            .map(|parsed| {
+                let bytes = parsed.bytes.clone();
+                (parsed, bytes, meta.version.get())
+            });
+        Ok(judged)
+    }
+
+    /// TUF 5.6 for the top-level targets role: root's keys, the snapshot's version,
+    /// unexpired, and no targets of its own (every target belongs to a publisher).
+    async fn top_targets(
+        &self,
+        root: &Root,
+        snapshot: &Snapshot,
+        consistent: bool,
+    ) -> Result<Verified<Targets>, ClientError> {
+        let (parsed, bytes, version) = self
+            .fetch_listed::<Targets>("targets", snapshot, consistent, self.limits.targets)
+            .await??;
+        parsed
+            .verify_by_root(root, RoleType::Targets)
+            .map_err(|e| bad_signature(&e))?;
+        let targets = parsed.envelope.typed;
+        if targets.signed.version.get() != version {
+            return Err(ClientError::new(
+                Failure::InvalidMetadata,
+                format!(
+                    "targets v{} is not the v{version} the snapshot lists",
+                    targets.signed.version
+                ),
+            ));
+        }
+        self.unexpired("targets", targets.signed.expires)?;
+        if let Some(name) = targets.signed.targets.keys().next() {
+            return Err(ClientError::new(
+                Failure::InvalidMetadata,
+                format!(
+                    "target {} is listed by targets instead of its publisher's role",
+                    name.raw()
+                ),
+            ));
+        }
+        Ok(Verified {
+            typed: targets,
+            bytes,
+        })
+    }
+
+    /// One publisher: its role, its bins if it has them, and the targets they list.
+    async fn publisher(
+        &self,
+        role: &DelegatedRole,
+        delegations: &Delegations,
+        snapshot: &Snapshot,
+        consistent: bool,
+    ) -> Result<Publisher, ClientError> {
+        let name = role.name.clone();
+        let outcome = self
+            .publisher_targets(role, delegations, snapshot, consistent)
+            .await?;
+        Ok(Publisher { name, outcome })
+    }
+
+    async fn publisher_targets(
+        &self,
+        role: &DelegatedRole,
+        delegations: &Delegations,
+        snapshot: &Snapshot,
+        consistent: bool,
+    ) -> Judged<PublisherTargets> {
+        let publisher = role.name.as_str();
+        if !crate::definition::is_dns_label(publisher) {
+            return Ok(Err(ClientError::new(
+                Failure::InvalidMetadata,
+                format!("`{publisher}` is not a publisher name"),
+            )));
+        }
+        let top = match self
+            .delegated(publisher, delegations, snapshot, consistent)
+            .await?
+        {
+            Ok(top) => top,
+            Err(e) => return Ok(Err(e)),
+        };
+        let mut out = PublisherTargets {
+            expires_at: top.0.signed.expires.as_second(),
+            expires_role: publisher.to_owned(),
+            listed: Vec::new(),
+        };
+        if let Err(e) = list(publisher, None, &top.0, &top.1, &mut out.listed) {
+            return Ok(Err(e));
+        }
+        let Some(bins) = top
+            .0
+            .signed
+            .delegations
+            .as_ref()
+            .filter(|d| !d.roles.is_empty())
+        else {
+            return Ok(Ok(out));
+        };
+        if let Some(bad) = bins.roles.iter().find(|b| !is_bin_name(publisher, &b.name)) {
+            return Ok(Err(ClientError::new(
+                Failure::InvalidMetadata,
+                format!(
+                    "{publisher} delegates to `{}`, which is not one of its bins",
+                    bad.name
+                ),
+            )));
+        }
+        let pending: Vec<_> = bins
+            .roles
+            .iter()
+            .map(|bin| self.delegated(&bin.name, bins, snapshot, consistent))
+            .collect();
+        let loaded: Vec<Judged<(Signed<Targets>, String)>> = futures_util::stream::iter(pending)
+            .buffered(PARALLEL_ROLES)
+            .collect()
+            .await;
+        for (bin, judged) in bins.roles.iter().zip(loaded) {
+            let (role, signers) = match judged? {
+                Ok(found) => found,
+                Err(e) => return Ok(Err(e)),
+            };
+            if role
+                .signed
+                .delegations
+                .as_ref()
+                .is_some_and(|d| !d.roles.is_empty())
+            {
+                return Ok(Err(ClientError::new(
+                    Failure::InvalidMetadata,
+                    format!("bin {} delegates further; bins may not", bin.name),
+                )));
+            }
+            if role.signed.expires.as_second() < out.expires_at {
+                out.expires_at = role.signed.expires.as_second();
+                out.expires_role = bin.name.clone();
+            }
+            if let Err(e) = list(publisher, Some(bin), &role, &signers, &mut out.listed) {
+                return Ok(Err(e));
+            }
+        }
+        Ok(Ok(out))
+    }
+
+    /// A delegated role verified under `delegations`: snapshot version, hash, length,
+    /// signatures over the bytes as served, expiry. Returns it with its signers.
+    async fn delegated(
+        &self,
+        name: &str,
+        delegations: &Delegations,
+        snapshot: &Snapshot,
+        consistent: bool,
+    ) -> Judged<(Signed<Targets>, String)> {
+        let (parsed, _, version) = match self
+            .fetch_listed::<Targets>(name, snapshot, consistent, self.limits.targets)
+            .await?
+        {
+            Ok(found) => found,
+            Err(e) => return Ok(Err(e)),
+        };
+        let signers = match parsed.verify_delegated(delegations, name) {
+            Ok(mut ids) => {
+                ids.sort();
+                ids.join(" ")
+            }
+            Err(e) => return Ok(Err(bad_signature(&e))),
+        };
+        let role = parsed.envelope.typed;
+        if role.signed.version.get() != version {
+            return Ok(Err(ClientError::new(
+                Failure::InvalidMetadata,
+                format!(
+                    "{name} v{} is not the v{version} the snapshot lists",
+                    role.signed.version
+                ),
+            )));
+        }
+        if let Err(e) = self.unexpired(name, role.signed.expires) {
+            return Ok(Err(e));
+        }
+        Ok(Ok((role, signers)))
+    }
+}
+
+/// The role's own targets, each under its publisher's path (and, in a bin, under the
+/// bin's hash prefixes); anything else means the role breaks the index's rules.
+fn list(
+    publisher: &str,
+    bin: Option<&DelegatedRole>,
+    role: &Signed<Targets>,
+    signers: &str,
+    out: &mut Vec<Listed>,
+) -> Result<(), ClientError> {
+    let where_ = bin.map_or(publisher, |b| b.name.as_str());
+    for (name, target) in &role.signed.targets {
+        let raw = name.raw();
+        if !owned_by(publisher, raw) {
+            return Err(ClientError::new(
+                Failure::InvalidMetadata,
+                format!("{where_} lists {raw}, outside {publisher}/NAME/FILE"),
+            ));
+        }
+        if let Some(bin) = bin
+            && !in_bin(bin, raw)
+        {
+            return Err(ClientError::new(
+                Failure::InvalidMetadata,
+                format!(
+                    "{} lists {raw}, whose path hash it is not delegated",
+                    bin.name
+                ),
+            ));
+        }
+        out.push(Listed {
+            name: raw.to_owned(),
+            target: target.clone(),
+            signers: signers.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+fn is_bin_name(publisher: &str, name: &str) -> bool {
+    name.strip_prefix(publisher)
+        .and_then(|r| r.strip_prefix('.'))
+        .is_some_and(|p| {
+            !p.is_empty()
+                && p.len() <= 8
+                && p.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        })
+}
+
+/// Whether the bin's delegation covers `target` by its path hash (as python-tuf and
+/// tough match `path_hash_prefixes`).
+fn in_bin(bin: &DelegatedRole, target: &str) -> bool {
+    let digest = hex::encode(Sha256::digest(target.as_bytes()));
+    match &bin.paths {
+        PathSet::PathHashPrefixes(prefixes) => {
+            prefixes.iter().any(|p| digest.starts_with(p.value()))
+        }
+        PathSet::Paths(_) => false,
+    }
+}
+
+/// The cap for a file the snapshot or timestamp describes: its signed length when given.
+fn cap(meta: &Metafile, default: usize) -> usize {
+    meta.length
+        .map_or(default, |l| usize::try_from(l).unwrap_or(usize::MAX))
+        .min(MAX_RESPONSE_BYTES)
+}
+
+/// Length and sha256, when the referring metadata gives them.
+fn matches_meta(file: &str, bytes: &[u8], meta: &Metafile) -> Result<(), ClientError> {
+    if meta.length.is_some_and(|l| l != bytes.len() as u64) {
+        return Err(ClientError::new(
+            Failure::Tampered,
+            format!(
+                "{file} is {} bytes, not the {} signed for it",
+                bytes.len(),
+                meta.length.unwrap_or(0)
+            ),
+        ));
+    }
+    if let Some(h) = &meta.hashes
+        && Sha256::digest(bytes)[..] != *h.sha256
+    {
+        return Err(ClientError::new(
+            Failure::Tampered,
+            format!("{file} does not match the sha256 signed for it"),
+        ));
+    }
+    Ok(())
+}
