@@ -80,6 +80,7 @@ impl From<crate::trust::accept::AcceptError> for HttpError {
                 HttpError::new(StatusCode::SERVICE_UNAVAILABLE, "not_initialized", message)
             }
             A::UnknownPublisher(_) | A::NothingPublished(_) => HttpError::not_found(message),
+            A::Suspended(_) => HttpError::new(StatusCode::FORBIDDEN, "suspended", message),
             A::Invalid(_) | A::InvalidInBatch(..) => HttpError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid_definition",

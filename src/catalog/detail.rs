@@ -71,6 +71,9 @@ pub struct PluginDetail {
     pub name: String,
     pub latest: VersionInfo,
     pub namespace: String,
+    /// The operator suspended the publisher: the signed index no longer vouches for the
+    /// plugin and workers stop offering it; the page stays reachable and says so.
+    pub suspended: bool,
     pub created_at: i64,
     pub updated_at: i64,
     #[serde(skip)]
@@ -159,6 +162,7 @@ pub async fn plugin_detail(
         latest: VersionInfo::from(&latest),
         publisher: plugin.publisher,
         name: plugin.name,
+        suspended: plugin.suspended,
         created_at: plugin.created_at,
         updated_at: plugin.updated_at,
         definition,

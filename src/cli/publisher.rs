@@ -51,6 +51,16 @@ enum PublisherCommand {
     NewToken { name: String },
     /// Revoke every API token of a publisher.
     RevokeToken { name: String },
+    /// Remove a publisher's delegation from the signed index, without the publisher.
+    ///
+    /// targets.json is re-signed without it (new snapshot and timestamp): TUF clients stop
+    /// loading its roles, so an expired or compromised role affects no one; sync workers
+    /// drop its plugins at their next round, the catalog stops listing them, and its
+    /// uploads are refused. Installations already running are not touched. Nothing the
+    /// publisher signed is changed: `resume` restores the delegation as it was.
+    Suspend { name: String },
+    /// Restore a suspended publisher's delegation exactly as it was removed.
+    Resume { name: String },
 }
 
 /// A publisher's public keys and how many of them must sign.
@@ -92,13 +102,27 @@ pub fn run(args: PublisherArgs) -> anyhow::Result<()> {
         let store = Store::open(&db)
             .await
             .with_context(|| format!("opening database {}", db.display()))?;
-        let result = command(&store, args.command).await;
+        let result = command(&store, &args.data_dir, args.command).await;
         store.close().await;
         result
     })
 }
 
-async fn command(store: &Store, command: PublisherCommand) -> anyhow::Result<()> {
+/// The server's online keys (the targets key signs suspensions).
+fn online_keys(data_dir: &std::path::Path) -> anyhow::Result<crate::trust::state::OnlineKeys> {
+    crate::trust::state::OnlineKeys::load(data_dir)?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "the signed index is not initialized in {}; run `marketplace repo init` first",
+            data_dir.display()
+        )
+    })
+}
+
+async fn command(
+    store: &Store,
+    data_dir: &std::path::Path,
+    command: PublisherCommand,
+) -> anyhow::Result<()> {
     let now = crate::clock::now();
     match command {
         PublisherCommand::Add { name, keys: set } => {
@@ -165,6 +189,18 @@ async fn command(store: &Store, command: PublisherCommand) -> anyhow::Result<()>
         PublisherCommand::RevokeToken { name } => {
             let n = store.revoke_tokens(&name, now).await?;
             println!("revoked {n} token(s) of {name}");
+        }
+        PublisherCommand::Suspend { name } => {
+            let keys = online_keys(data_dir)?;
+            let v = crate::trust::suspend::suspend(store, &keys, &name, now).await?;
+            println!(
+                "publisher {name} suspended: targets v{v} no longer delegates to it; workers drop its plugins at their next round"
+            );
+        }
+        PublisherCommand::Resume { name } => {
+            let keys = online_keys(data_dir)?;
+            let v = crate::trust::suspend::resume(store, &keys, &name, now).await?;
+            println!("publisher {name} resumed: targets v{v} delegates to it again");
         }
     }
     Ok(())

@@ -76,6 +76,8 @@ pub struct PluginRecord {
     pub latest_version: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
+    /// Its publisher is suspended by the operator.
+    pub suspended: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -171,7 +173,8 @@ impl Store {
         name: &str,
     ) -> Result<Option<PluginRecord>, StoreError> {
         let row = sqlx::query(
-            "SELECT p.id, p.name, p.latest_version, p.created_at, p.updated_at, pub.name AS publisher
+            "SELECT p.id, p.name, p.latest_version, p.created_at, p.updated_at, pub.name AS publisher,
+                    pub.suspended_at IS NOT NULL AS suspended
              FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id
              WHERE pub.name = ? AND p.name = ?",
         )
@@ -186,6 +189,7 @@ impl Store {
             latest_version: r.get("latest_version"),
             created_at: r.get("created_at"),
             updated_at: r.get("updated_at"),
+            suspended: r.get("suspended"),
         }))
     }
 
@@ -363,15 +367,19 @@ impl Store {
         {
             return Ok(facets.clone());
         }
-        // plugin_tags only holds rows for listed plugins, so no join is needed.
+        // plugin_tags only holds rows for listed plugins; suspended publishers' are left out.
         let tags = sqlx::query_as(
-            "SELECT tag, COUNT(*) AS n FROM plugin_tags GROUP BY tag ORDER BY n DESC, tag LIMIT 50",
+            "SELECT t.tag, COUNT(*) AS n FROM plugin_tags t
+               JOIN plugins p ON p.id = t.plugin_id JOIN publishers pub ON pub.id = p.publisher_id
+             WHERE pub.suspended_at IS NULL GROUP BY t.tag ORDER BY n DESC, t.tag LIMIT 50",
         )
         .fetch_all(&self.pool)
         .await?;
-        let publishers = sqlx::query_scalar("SELECT name FROM publishers ORDER BY name")
-            .fetch_all(&self.pool)
-            .await?;
+        let publishers = sqlx::query_scalar(
+            "SELECT name FROM publishers WHERE suspended_at IS NULL ORDER BY name",
+        )
+        .fetch_all(&self.pool)
+        .await?;
         let facets = Arc::new(Facets { tags, publishers });
         *self.facets.lock().expect("facets lock") = Some((Instant::now(), facets.clone()));
         Ok(facets)

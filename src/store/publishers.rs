@@ -2,7 +2,8 @@
 
 use sqlx::Row;
 
-use super::{Store, StoreError};
+use super::tuf::put_metadata_in;
+use super::{Store, StoreError, StoredMetadata};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublisherRecord {
@@ -12,6 +13,8 @@ pub struct PublisherRecord {
     pub threshold: u64,
     pub created_at: i64,
     pub active_tokens: i64,
+    /// When the operator suspended it (`publisher suspend`); `None` while active.
+    pub suspended_at: Option<i64>,
 }
 
 impl Store {
@@ -160,7 +163,7 @@ impl Store {
         name: Option<&str>,
     ) -> Result<Vec<PublisherRecord>, StoreError> {
         let rows = sqlx::query(
-            "SELECT p.name, p.public_keys, p.threshold, p.created_at,
+            "SELECT p.name, p.public_keys, p.threshold, p.created_at, p.suspended_at,
                     (SELECT COUNT(*) FROM publisher_tokens t WHERE t.publisher_id = p.id AND t.revoked_at IS NULL) AS active
              FROM publishers p WHERE p.public_keys <> '' AND (? IS NULL OR p.name = ?) ORDER BY p.name",
         )
@@ -180,8 +183,74 @@ impl Store {
                 threshold: r.get::<i64, _>("threshold").try_into().unwrap_or(1),
                 created_at: r.get("created_at"),
                 active_tokens: r.get("active"),
+                suspended_at: r.get("suspended_at"),
             })
             .collect())
+    }
+}
+
+impl Store {
+    /// Suspends a publisher: stores the signed metadata that removes its delegation and
+    /// keeps the removed delegation (`delegation`, JSON) for [`Store::resume_publisher`],
+    /// in one transaction.
+    pub async fn suspend_publisher(
+        &self,
+        name: &str,
+        delegation: &str,
+        files: &[StoredMetadata],
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let done = sqlx::query(
+            "UPDATE publishers SET suspended_at = ?, suspended_delegation = ?
+             WHERE name = ? AND suspended_at IS NULL",
+        )
+        .bind(now)
+        .bind(delegation)
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NoSuchPublisher(name.to_owned()));
+        }
+        put_metadata_in(&mut tx, files).await?;
+        tx.commit().await?;
+        *self.facets.lock().expect("facets lock") = None;
+        Ok(())
+    }
+
+    /// The delegation kept when `name` was suspended; `None` when it is not suspended.
+    pub async fn suspended_delegation(&self, name: &str) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT suspended_delegation FROM publishers WHERE name = ? AND suspended_at IS NOT NULL",
+        )
+        .bind(name)
+        .fetch_optional(self.pool())
+        .await?
+        .flatten())
+    }
+
+    /// Resumes a suspended publisher with the metadata that restores its delegation.
+    pub async fn resume_publisher(
+        &self,
+        name: &str,
+        files: &[StoredMetadata],
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let done = sqlx::query(
+            "UPDATE publishers SET suspended_at = NULL, suspended_delegation = NULL
+             WHERE name = ? AND suspended_at IS NOT NULL",
+        )
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NoSuchPublisher(name.to_owned()));
+        }
+        put_metadata_in(&mut tx, files).await?;
+        tx.commit().await?;
+        *self.facets.lock().expect("facets lock") = None;
+        Ok(())
     }
 }
 

@@ -153,7 +153,9 @@ fn push_from(qb: &mut QueryBuilder<Sqlite>, q: &PluginQuery, search: Option<&str
         qb.push(" JOIN plugin_search ON plugin_search.rowid = p.id AND plugin_search MATCH ")
             .push_bind(expr.to_owned());
     }
-    qb.push(" WHERE p.latest_version IS NOT NULL");
+    // A suspended publisher's plugins leave every listing (the signed index no longer
+    // vouches for them); their pages stay reachable by address and say so.
+    qb.push(" WHERE p.latest_version IS NOT NULL AND pub.suspended_at IS NULL");
     if let Some(tag) = &q.tag {
         qb.push(" AND EXISTS (SELECT 1 FROM plugin_tags t WHERE t.plugin_id = p.id AND t.tag = ")
             .push_bind(tag.clone())

@@ -3,11 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use tough::schema::{Delegations, KeyHolder, Signed, Snapshot, Targets, Timestamp};
+use tough::schema::{Delegations, KeyHolder, Signed, Snapshot, Targets};
 
-use super::metadata::{
-    SPEC_VERSION, expiry, metafile, publisher_delegation, sign, stored, version,
-};
+use super::metadata::{expiry, metafile, publisher_delegation, sign, stored, version};
 use super::publish::delegations_for;
 use super::publishers::Delegation;
 use super::roleset::{CurrentRoles, Registered, RoleUpload, Verified, verify_set};
@@ -42,6 +40,10 @@ pub enum AcceptError {
     UnknownPublisher(String),
     #[error("publisher `{0}` has published nothing yet")]
     NothingPublished(String),
+    #[error(
+        "publisher `{0}` is suspended by the operator; nothing it uploads is accepted until the operator resumes it"
+    )]
+    Suspended(String),
     #[error(transparent)]
     Invalid(#[from] crate::definition::InvalidDefinition),
     #[error("definition #{0} of the batch: {1}")]
@@ -187,6 +189,9 @@ async fn publisher_keys(store: &Store, name: &str) -> Result<PublisherKeys, Acce
         .publisher(name)
         .await?
         .ok_or_else(|| AcceptError::UnknownPublisher(name.into()))?;
+    if record.suspended_at.is_some() {
+        return Err(AcceptError::Suspended(name.into()));
+    }
     let publics = record
         .public_keys
         .iter()
@@ -262,41 +267,9 @@ async fn signed_files(
         snapshot_meta.insert("targets.json".into(), metafile(n, signed.buffer()));
         files.push(stored("targets", n, now, expires, &signed));
     }
-    let snapshot_version = state.snapshot.stored.version + 1;
-    let snapshot_expires = expiry(now, state.snapshot.lifetime());
-    let mut snapshot = Snapshot::new(
-        SPEC_VERSION.into(),
-        version(snapshot_version),
-        snapshot_expires,
-    );
-    snapshot.meta = snapshot_meta;
-    let signed_snapshot = sign(snapshot, &holder, &[&keys.snapshot]).await?;
-    let timestamp_version = state.timestamp.stored.version + 1;
-    let timestamp_expires = expiry(now, state.timestamp.lifetime());
-    let mut timestamp = Timestamp::new(
-        SPEC_VERSION.into(),
-        version(timestamp_version),
-        timestamp_expires,
-    );
-    timestamp.meta.insert(
-        "snapshot.json".into(),
-        metafile(snapshot_version, signed_snapshot.buffer()),
-    );
-    let signed_timestamp = sign(timestamp, &holder, &[&keys.timestamp]).await?;
-    files.push(stored(
-        "snapshot",
-        snapshot_version,
-        now,
-        snapshot_expires,
-        &signed_snapshot,
-    ));
-    files.push(stored(
-        "timestamp",
-        timestamp_version,
-        now,
-        timestamp_expires,
-        &signed_timestamp,
-    ));
+    let (published, snapshot_version) =
+        super::state::sign_snapshot_and_timestamp(keys, state, snapshot_meta, now).await?;
+    files.extend(published);
     Ok((files, snapshot_version))
 }
 

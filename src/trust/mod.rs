@@ -17,6 +17,7 @@ pub mod publishers;
 pub mod repo;
 pub mod roleset;
 pub mod state;
+pub mod suspend;
 pub mod uploader;
 pub mod verify;
 

@@ -177,6 +177,79 @@ pub async fn delegated_bins(
     Ok(bins)
 }
 
+/// The next snapshot (listing `meta`) and the timestamp naming it, signed with the
+/// online keys: what every change to the index is published with. Returns the files to
+/// store and the new snapshot version.
+pub async fn sign_snapshot_and_timestamp(
+    keys: &OnlineKeys,
+    state: &State,
+    meta: std::collections::HashMap<String, tough::schema::Metafile>,
+    now: i64,
+) -> Result<(Vec<StoredMetadata>, u64), TrustError> {
+    let holder = KeyHolder::Root(state.root.signed.signed.clone());
+    let snapshot_version = state.snapshot.stored.version + 1;
+    let snapshot_expires = expiry(now, state.snapshot.lifetime());
+    let mut snapshot = Snapshot::new(
+        super::metadata::SPEC_VERSION.into(),
+        version(snapshot_version),
+        snapshot_expires,
+    );
+    snapshot.meta = meta;
+    let signed_snapshot = sign(snapshot, &holder, &[&keys.snapshot]).await?;
+    let timestamp_version = state.timestamp.stored.version + 1;
+    let timestamp_expires = expiry(now, state.timestamp.lifetime());
+    let mut timestamp = Timestamp::new(
+        super::metadata::SPEC_VERSION.into(),
+        version(timestamp_version),
+        timestamp_expires,
+    );
+    timestamp.meta.insert(
+        "snapshot.json".into(),
+        metafile(snapshot_version, signed_snapshot.buffer()),
+    );
+    let signed_timestamp = sign(timestamp, &holder, &[&keys.timestamp]).await?;
+    Ok((
+        vec![
+            stored(
+                "snapshot",
+                snapshot_version,
+                now,
+                snapshot_expires,
+                &signed_snapshot,
+            ),
+            stored(
+                "timestamp",
+                timestamp_version,
+                now,
+                timestamp_expires,
+                &signed_timestamp,
+            ),
+        ],
+        snapshot_version,
+    ))
+}
+
+/// `targets` signed as the next targets version, with the snapshot and timestamp that
+/// publish it: how the server changes delegations on its own (suspend, resume).
+pub async fn sign_targets(
+    keys: &OnlineKeys,
+    state: &State,
+    mut targets: Targets,
+    now: i64,
+) -> Result<Vec<StoredMetadata>, TrustError> {
+    let holder = KeyHolder::Root(state.root.signed.signed.clone());
+    let n = state.targets.stored.version + 1;
+    let expires = expiry(now, state.targets.lifetime());
+    targets.version = version(n);
+    targets.expires = expires;
+    let signed = sign(targets, &holder, &[&keys.targets]).await?;
+    let mut meta = state.snapshot.signed.signed.meta.clone();
+    meta.insert("targets.json".into(), metafile(n, signed.buffer()));
+    let mut files = vec![stored("targets", n, now, expires, &signed)];
+    files.extend(sign_snapshot_and_timestamp(keys, state, meta, now).await?.0);
+    Ok(files)
+}
+
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Refreshed {
     pub targets: Option<u64>,

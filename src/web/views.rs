@@ -242,6 +242,7 @@ pub struct MenuRow {
 #[derive(Template, WebTemplate)]
 #[template(path = "plugin.html")]
 pub struct PluginPage {
+    pub suspended: bool,
     pub publisher: String,
     pub publisher_url: String,
     pub name: String,
@@ -357,6 +358,7 @@ impl PluginPage {
         .filter_map(|(label, u)| u.as_ref().map(|u| (label, u.to_string())))
         .collect();
         PluginPage {
+            suspended: d.suspended,
             publisher_url: format!(
                 "/?{}",
                 serde_urlencoded::to_string([("publisher", &d.publisher)]).unwrap_or_default()
