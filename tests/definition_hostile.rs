@@ -54,6 +54,7 @@ const L_VERSION: u64 = 5;
 const L_DESCRIPTION: u64 = 6;
 const L_HOMEPAGE: u64 = 8;
 const L_TAGS: u64 = 9;
+const L_PERMISSIONS: u64 = 11;
 const L_RBAC0: u64 = 13;
 const L_VERBS: u64 = 15;
 const L_INTERNET: u64 = 17;
@@ -137,6 +138,7 @@ fn base_lines_are_where_the_tests_expect_them() {
         (L_DESCRIPTION, "  description:"),
         (L_HOMEPAGE, "    homepage:"),
         (L_TAGS, "  tags:"),
+        (L_PERMISSIONS, "  permissions:"),
         (L_RBAC0, "      - apiGroups:"),
         (L_VERBS, "        verbs:"),
         (L_INTERNET, "    internetAccess:"),
@@ -404,6 +406,47 @@ fn yaml_1_1_boolean_yes_is_refused() {
         "spec.requirements.internetAccess",
         Some(L_INTERNET),
         "true/false",
+    );
+}
+
+#[test]
+fn null_for_boolean_is_refused() {
+    // Not read as "not written": a requirement that is written must say true or false.
+    let p = refused_once(with_line(L_INTERNET, "    internetAccess:"));
+    assert_problem(
+        &p,
+        "spec.requirements.internetAccess",
+        Some(L_INTERNET),
+        "boolean",
+    );
+}
+
+#[test]
+fn requirement_contradicting_a_declared_capability_is_refused() {
+    // `internetAccess: false` (one line further down once the capability line is added)
+    // while the capabilities declare `internet_access`: an admin could approve either.
+    let input = with_line(
+        L_PERMISSIONS,
+        "  permissions:\n    capabilities: [read_events, internet_access]",
+    );
+    let p = refused_once(&input);
+    assert_problem(
+        &p,
+        "spec.requirements.internetAccess",
+        Some(L_INTERNET + 1),
+        &format!(
+            "is false, but spec.permissions.capabilities[1] (line {}) declares `internet_access`; remove one of them",
+            L_PERMISSIONS + 1
+        ),
+    );
+    assert_eq!(p.column, Some(21), "column of `false`: {p:?}");
+    // Saying the same thing twice is fine, and so is leaving `requirements` out.
+    let agreeing = input.replace("internetAccess: false", "internetAccess: true");
+    assert!(
+        Definition::parse(agreeing.as_bytes())
+            .unwrap()
+            .approval()
+            .internet_access
     );
 }
 
@@ -714,13 +757,54 @@ spec:
   image: registry.example.com:5000/team/widget@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 "#;
 
+/// A definition as Fundament writes them (shared with the router tests).
+const FUNDAMENT_STYLE: &str = include_str!("common/fundament-style.yaml");
+
+#[test]
+fn fundament_style_capabilities_are_what_an_admin_approves() {
+    let def = Definition::parse(FUNDAMENT_STYLE.as_bytes()).expect("loads unchanged");
+    assert!(def.manifest.spec.requirements.internet_access.is_none());
+    let approval = def.approval();
+    assert!(
+        approval.internet_access,
+        "`internet_access` needs internet access"
+    );
+    assert!(!approval.privileged && !approval.kube_system_deployment);
+    assert!(approval.capabilities.is_empty(), "no cluster capabilities");
+}
+
+#[test]
+fn builtins_declaring_internet_access_need_it() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/catalog");
+    let mut declaring = 0;
+    for entry in std::fs::read_dir(dir).expect("catalog directory") {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let def = Definition::parse(&std::fs::read(&path).unwrap()).unwrap();
+        let declares = def
+            .manifest
+            .spec
+            .permissions
+            .capabilities
+            .iter()
+            .any(|c| c.as_str() == "internet_access");
+        if declares {
+            declaring += 1;
+            assert!(def.approval().internet_access, "{}", path.display());
+        }
+    }
+    assert!(declaring >= 2, "backup and cert-manager declare it");
+}
+
 #[test]
 fn real_world_yaml_features_load() {
     let def = Definition::parse(REAL_WORLD.as_bytes()).expect("valid definition");
     assert_eq!(def.name(), "real-world");
     assert_eq!(def.display_name(), "Real: World");
     assert_eq!(def.tags().collect::<Vec<_>>(), ["storage", "backup"]);
-    assert!(def.requirements().internet_access);
+    assert!(def.approval().internet_access);
     assert!(def.description().starts_with(
         "This description is folded: the lines of this paragraph are joined with single spaces,"
     ));

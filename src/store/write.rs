@@ -228,7 +228,7 @@ async fn write_summary(
     now: i64,
 ) -> Result<(), StoreError> {
     let tags: Vec<&str> = def.tags().collect();
-    let req = def.requirements();
+    let approval = def.approval();
     sqlx::query(
         "UPDATE plugins SET latest_version = ?, display_name = ?, description = ?, tags = ?,
          internet_access = ?, privileged = ?, kube_system = ?, updated_at = ? WHERE id = ?",
@@ -237,9 +237,9 @@ async fn write_summary(
     .bind(def.display_name())
     .bind(def.description())
     .bind(tags.join(" "))
-    .bind(req.internet_access)
-    .bind(req.privileged)
-    .bind(req.kube_system_deployment)
+    .bind(approval.internet_access)
+    .bind(approval.privileged)
+    .bind(approval.kube_system_deployment)
     .bind(now)
     .bind(plugin_id)
     .execute(&mut **tx)

@@ -66,6 +66,10 @@ pub fn builtin_yaml(name: &str) -> String {
     .expect("catalog file")
 }
 
+/// A definition as Fundament writes them: `permissions.capabilities: [internet_access]`
+/// and no `requirements` (plugin `webhook-relay`).
+pub const FUNDAMENT_STYLE: &str = include_str!("fundament-style.yaml");
+
 /// The built-in definition `name` with its version replaced, as new bytes.
 pub fn with_version(name: &str, version: &str) -> Definition {
     let yaml = builtin_yaml(name);
