@@ -5,7 +5,11 @@
 //! Inputs are derived from one valid base document by replacing single lines, so each
 //! test shows exactly what differs from a good definition.
 
+mod common;
+
 use std::time::{Duration, Instant};
+
+use common::{FUNDAMENT_STYLE, assert_human};
 
 use marketplace::definition::{Definition, MAX_DEFINITION_BYTES, Problem, definition_hash};
 use serde_json::json;
@@ -91,6 +95,7 @@ fn refused(input: impl AsRef<[u8]>) -> Vec<Problem> {
         "refused without naming any problem"
     );
     for p in &err.problems {
+        assert_human(&p.to_string());
         assert!(
             !p.message.chars().any(char::is_control),
             "raw control character in message: {p:?}"
@@ -185,6 +190,11 @@ fn billion_laughs_alias_bomb_in_ui_hints_is_refused_quickly() {
     );
     assert!(p.path.starts_with("spec.uiHints"), "wrong path in {p:?}");
     assert!(p.message.contains("too complex"), "{p:?}");
+    assert!(
+        p.message
+            .contains("20000 parser events (the alias/anchor budget)"),
+        "names the limit: {p:?}"
+    );
     // Refused while replaying the aliases, somewhere inside the bomb (lines 24..=32).
     let line = p.line.expect("bomb problem has a line");
     assert!((L_UI_COLUMNS..L_UI_COLUMNS + 9).contains(&line), "{p:?}");
@@ -267,6 +277,7 @@ fn node_flood_is_refused() {
     let flood = format!("    n: [{}]", vec!["1"; 30_000].join(","));
     let p = refused_once(with_line(L_UI_COLUMNS, &flood));
     assert_problem(&p, "spec.uiHints.n", Some(L_UI_COLUMNS), "too complex");
+    assert!(p.message.contains("more than 20000 values"), "{p:?}");
 }
 
 #[test]
@@ -274,6 +285,75 @@ fn too_many_aliases_are_refused() {
     let aliases = format!("    s: &s x\n    n: [{}]", vec!["*s"; 1_500].join(","));
     let p = refused_once(with_line(L_UI_COLUMNS, &aliases));
     assert_problem(&p, "spec.uiHints.n", Some(L_UI_COLUMNS + 1), "too complex");
+    assert!(p.message.contains("more than 1000 aliases"), "{p:?}");
+}
+
+#[test]
+fn every_kind_of_parser_error_is_worded_for_people() {
+    // `refused` checks each message with `assert_human`; here each also names its cause.
+    let mut chain = vec!["    a0: &a0 [x, y]".to_owned()];
+    chain.extend((1..25).map(|i| format!("    a{i}: &a{i} [*a{}, *a{}]", i - 1, i - 1)));
+    let anchors: Vec<String> = (0..1_500).map(|i| format!("&a{i} x")).collect();
+    let cases = [
+        (
+            "doubling alias chain",
+            with_line(L_UI_COLUMNS, &chain.join("\n")),
+            "exceeds 20000 parser events (the alias/anchor budget)",
+        ),
+        (
+            "anchor flood",
+            with_line(L_UI_COLUMNS, &format!("    n: [{}]", anchors.join(", "))),
+            "more than 1000 anchors",
+        ),
+        (
+            "alias without anchor",
+            with_line(L_UI_COLUMNS, "    n: *nope"),
+            "not defined before it",
+        ),
+        (
+            "three documents",
+            format!("{b}---\n{b}---\n{b}", b = base()),
+            "exactly one YAML document",
+        ),
+        (
+            "NaN",
+            with_line(L_UI_COLUMNS, "    n: .nan"),
+            "not a finite number",
+        ),
+        (
+            "bad !!binary",
+            with_line(L_UI_COLUMNS, "    n: !!binary '%%%'"),
+            "base64",
+        ),
+        (
+            "list for a name",
+            with_line(L_NAME, "  name: [a]"),
+            "expected a single value",
+        ),
+        (
+            "null for a name",
+            with_line(L_NAME, "  name:"),
+            "found none",
+        ),
+        (
+            "unclosed flow list",
+            with_line(L_TAGS, "  tags: [demo, test"),
+            "indicator",
+        ),
+        ("tab indentation", with_line(L_NAME, "\tname: demo"), "tab"),
+        (
+            "byte order mark inside",
+            with_line(L_DESCRIPTION, "  description: \u{feff}A demo plugin."),
+            "BOM",
+        ),
+    ];
+    for (what, input, phrase) in cases {
+        let problems = refused(&input);
+        assert!(
+            problems.iter().any(|p| p.message.contains(phrase)),
+            "{what}: no problem mentions {phrase:?}: {problems:#?}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -405,7 +485,7 @@ fn yaml_1_1_boolean_yes_is_refused() {
         &p,
         "spec.requirements.internetAccess",
         Some(L_INTERNET),
-        "true/false",
+        "true or false",
     );
 }
 
@@ -470,7 +550,7 @@ fn invalid_image_pull_policy_is_refused() {
         &p,
         "spec.imagePullPolicy",
         Some(L_PULL_POLICY),
-        "unknown variant `Sometimes`",
+        "unknown value `Sometimes`",
     );
     assert!(
         p.message.contains("IfNotPresent"),
@@ -756,9 +836,6 @@ spec:
       kinds: [Widget]
   image: registry.example.com:5000/team/widget@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 "#;
-
-/// A definition as Fundament writes them (shared with the router tests).
-const FUNDAMENT_STYLE: &str = include_str!("common/fundament-style.yaml");
 
 #[test]
 fn fundament_style_capabilities_are_what_an_admin_approves() {

@@ -9,6 +9,7 @@ mod image;
 mod model;
 mod parse;
 mod validate;
+pub(crate) mod yaml;
 
 use std::fmt;
 
