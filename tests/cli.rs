@@ -1,6 +1,10 @@
 //! The `marketplace` command line, run as a user would.
 
+mod common;
+
 use std::process::{Command, Output};
+
+use common::assert_human;
 
 fn marketplace(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_marketplace"))
@@ -278,4 +282,68 @@ fn publisher_add_prints_a_token_once_and_stores_only_its_hash() {
         .contains("revoked 1 token")
     );
     assert!(stdout(&marketplace(&["publisher", "list", "--data-dir", d])).contains("tokens 0"));
+}
+
+#[test]
+fn sync_config_errors_are_worded_for_people() {
+    let dir = tempfile::tempdir().unwrap();
+    let levels = "abcdefghi".as_bytes();
+    let mut bomb = vec![format!("  - &a [{}]", ["lol"; 9].join(", "))];
+    for pair in levels.windows(2) {
+        let (prev, next) = (pair[0] as char, pair[1] as char);
+        bomb.push(format!(
+            "  - &{next} [{}]",
+            vec![format!("*{prev}"); 9].join(", ")
+        ));
+    }
+    let cases = [
+        (
+            "alias bomb",
+            format!("sources:\n{}\n", bomb.join("\n")),
+            "line 2, column 8: sources[0]: expected a mapping",
+        ),
+        (
+            "deep nesting",
+            format!("sources: {}{}\n", "[".repeat(10_000), "]".repeat(10_000)),
+            "nesting is deeper than 64 levels",
+        ),
+        (
+            "two documents",
+            "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n".to_owned(),
+            "exactly one YAML document",
+        ),
+        (
+            "duplicate key",
+            "listen: a\nlisten: b\n".to_owned(),
+            "line 2, column 1: duplicate key `listen`",
+        ),
+        (
+            "YAML 1.1 boolean for a number",
+            "sources:\n  - {name: a, url: http://h/, root: r.json, priority: yes}\n".to_owned(),
+            "sources[0].priority: expected a whole number",
+        ),
+        (
+            "null for a name",
+            "sources:\n  - {name: ~, url: http://h/, root: r.json}\n".to_owned(),
+            "sources[0].name: expected a value, found none",
+        ),
+        (
+            "unknown field",
+            "colour: blue\n".to_owned(),
+            "unknown field `colour`",
+        ),
+    ];
+    let file = dir.path().join("sync.yaml");
+    for (what, text, phrase) in cases {
+        let err = marketplace::sync::Config::parse(&text, dir.path()).unwrap_err();
+        assert_human(&err);
+        assert!(err.contains(phrase), "{what}: {err}");
+        // What the command prints, through its own error reporting.
+        std::fs::write(&file, &text).unwrap();
+        let out = marketplace(&["sync", "--config", file.to_str().unwrap(), "--once"]);
+        assert_eq!(out.status.code(), Some(1), "{what}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_human(&stderr);
+        assert!(stderr.contains(phrase), "{what}: {stderr}");
+    }
 }

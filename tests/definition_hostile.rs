@@ -5,7 +5,11 @@
 //! Inputs are derived from one valid base document by replacing single lines, so each
 //! test shows exactly what differs from a good definition.
 
+mod common;
+
 use std::time::{Duration, Instant};
+
+use common::{FUNDAMENT_STYLE, assert_human};
 
 use marketplace::definition::{Definition, MAX_DEFINITION_BYTES, Problem, definition_hash};
 use serde_json::json;
@@ -54,6 +58,7 @@ const L_VERSION: u64 = 5;
 const L_DESCRIPTION: u64 = 6;
 const L_HOMEPAGE: u64 = 8;
 const L_TAGS: u64 = 9;
+const L_PERMISSIONS: u64 = 11;
 const L_RBAC0: u64 = 13;
 const L_VERBS: u64 = 15;
 const L_INTERNET: u64 = 17;
@@ -90,6 +95,7 @@ fn refused(input: impl AsRef<[u8]>) -> Vec<Problem> {
         "refused without naming any problem"
     );
     for p in &err.problems {
+        assert_human(&p.to_string());
         assert!(
             !p.message.chars().any(char::is_control),
             "raw control character in message: {p:?}"
@@ -137,6 +143,7 @@ fn base_lines_are_where_the_tests_expect_them() {
         (L_DESCRIPTION, "  description:"),
         (L_HOMEPAGE, "    homepage:"),
         (L_TAGS, "  tags:"),
+        (L_PERMISSIONS, "  permissions:"),
         (L_RBAC0, "      - apiGroups:"),
         (L_VERBS, "        verbs:"),
         (L_INTERNET, "    internetAccess:"),
@@ -183,6 +190,11 @@ fn billion_laughs_alias_bomb_in_ui_hints_is_refused_quickly() {
     );
     assert!(p.path.starts_with("spec.uiHints"), "wrong path in {p:?}");
     assert!(p.message.contains("too complex"), "{p:?}");
+    assert!(
+        p.message
+            .contains("20000 parser events (the alias/anchor budget)"),
+        "names the limit: {p:?}"
+    );
     // Refused while replaying the aliases, somewhere inside the bomb (lines 24..=32).
     let line = p.line.expect("bomb problem has a line");
     assert!((L_UI_COLUMNS..L_UI_COLUMNS + 9).contains(&line), "{p:?}");
@@ -265,6 +277,7 @@ fn node_flood_is_refused() {
     let flood = format!("    n: [{}]", vec!["1"; 30_000].join(","));
     let p = refused_once(with_line(L_UI_COLUMNS, &flood));
     assert_problem(&p, "spec.uiHints.n", Some(L_UI_COLUMNS), "too complex");
+    assert!(p.message.contains("more than 20000 values"), "{p:?}");
 }
 
 #[test]
@@ -272,6 +285,75 @@ fn too_many_aliases_are_refused() {
     let aliases = format!("    s: &s x\n    n: [{}]", vec!["*s"; 1_500].join(","));
     let p = refused_once(with_line(L_UI_COLUMNS, &aliases));
     assert_problem(&p, "spec.uiHints.n", Some(L_UI_COLUMNS + 1), "too complex");
+    assert!(p.message.contains("more than 1000 aliases"), "{p:?}");
+}
+
+#[test]
+fn every_kind_of_parser_error_is_worded_for_people() {
+    // `refused` checks each message with `assert_human`; here each also names its cause.
+    let mut chain = vec!["    a0: &a0 [x, y]".to_owned()];
+    chain.extend((1..25).map(|i| format!("    a{i}: &a{i} [*a{}, *a{}]", i - 1, i - 1)));
+    let anchors: Vec<String> = (0..1_500).map(|i| format!("&a{i} x")).collect();
+    let cases = [
+        (
+            "doubling alias chain",
+            with_line(L_UI_COLUMNS, &chain.join("\n")),
+            "exceeds 20000 parser events (the alias/anchor budget)",
+        ),
+        (
+            "anchor flood",
+            with_line(L_UI_COLUMNS, &format!("    n: [{}]", anchors.join(", "))),
+            "more than 1000 anchors",
+        ),
+        (
+            "alias without anchor",
+            with_line(L_UI_COLUMNS, "    n: *nope"),
+            "not defined before it",
+        ),
+        (
+            "three documents",
+            format!("{b}---\n{b}---\n{b}", b = base()),
+            "exactly one YAML document",
+        ),
+        (
+            "NaN",
+            with_line(L_UI_COLUMNS, "    n: .nan"),
+            "not a finite number",
+        ),
+        (
+            "bad !!binary",
+            with_line(L_UI_COLUMNS, "    n: !!binary '%%%'"),
+            "base64",
+        ),
+        (
+            "list for a name",
+            with_line(L_NAME, "  name: [a]"),
+            "expected a single value",
+        ),
+        (
+            "null for a name",
+            with_line(L_NAME, "  name:"),
+            "found none",
+        ),
+        (
+            "unclosed flow list",
+            with_line(L_TAGS, "  tags: [demo, test"),
+            "indicator",
+        ),
+        ("tab indentation", with_line(L_NAME, "\tname: demo"), "tab"),
+        (
+            "byte order mark inside",
+            with_line(L_DESCRIPTION, "  description: \u{feff}A demo plugin."),
+            "BOM",
+        ),
+    ];
+    for (what, input, phrase) in cases {
+        let problems = refused(&input);
+        assert!(
+            problems.iter().any(|p| p.message.contains(phrase)),
+            "{what}: no problem mentions {phrase:?}: {problems:#?}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -403,7 +485,48 @@ fn yaml_1_1_boolean_yes_is_refused() {
         &p,
         "spec.requirements.internetAccess",
         Some(L_INTERNET),
-        "true/false",
+        "true or false",
+    );
+}
+
+#[test]
+fn null_for_boolean_is_refused() {
+    // Not read as "not written": a requirement that is written must say true or false.
+    let p = refused_once(with_line(L_INTERNET, "    internetAccess:"));
+    assert_problem(
+        &p,
+        "spec.requirements.internetAccess",
+        Some(L_INTERNET),
+        "boolean",
+    );
+}
+
+#[test]
+fn requirement_contradicting_a_declared_capability_is_refused() {
+    // `internetAccess: false` (one line further down once the capability line is added)
+    // while the capabilities declare `internet_access`: an admin could approve either.
+    let input = with_line(
+        L_PERMISSIONS,
+        "  permissions:\n    capabilities: [read_events, internet_access]",
+    );
+    let p = refused_once(&input);
+    assert_problem(
+        &p,
+        "spec.requirements.internetAccess",
+        Some(L_INTERNET + 1),
+        &format!(
+            "is false, but spec.permissions.capabilities[1] (line {}) declares `internet_access`; remove one of them",
+            L_PERMISSIONS + 1
+        ),
+    );
+    assert_eq!(p.column, Some(21), "column of `false`: {p:?}");
+    // Saying the same thing twice is fine, and so is leaving `requirements` out.
+    let agreeing = input.replace("internetAccess: false", "internetAccess: true");
+    assert!(
+        Definition::parse(agreeing.as_bytes())
+            .unwrap()
+            .approval()
+            .internet_access
     );
 }
 
@@ -427,7 +550,7 @@ fn invalid_image_pull_policy_is_refused() {
         &p,
         "spec.imagePullPolicy",
         Some(L_PULL_POLICY),
-        "unknown variant `Sometimes`",
+        "unknown value `Sometimes`",
     );
     assert!(
         p.message.contains("IfNotPresent"),
@@ -715,12 +838,50 @@ spec:
 "#;
 
 #[test]
+fn fundament_style_capabilities_are_what_an_admin_approves() {
+    let def = Definition::parse(FUNDAMENT_STYLE.as_bytes()).expect("loads unchanged");
+    assert!(def.manifest.spec.requirements.internet_access.is_none());
+    let approval = def.approval();
+    assert!(
+        approval.internet_access,
+        "`internet_access` needs internet access"
+    );
+    assert!(!approval.privileged && !approval.kube_system_deployment);
+    assert!(approval.capabilities.is_empty(), "no cluster capabilities");
+}
+
+#[test]
+fn builtins_declaring_internet_access_need_it() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/catalog");
+    let mut declaring = 0;
+    for entry in std::fs::read_dir(dir).expect("catalog directory") {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        let def = Definition::parse(&std::fs::read(&path).unwrap()).unwrap();
+        let declares = def
+            .manifest
+            .spec
+            .permissions
+            .capabilities
+            .iter()
+            .any(|c| c.as_str() == "internet_access");
+        if declares {
+            declaring += 1;
+            assert!(def.approval().internet_access, "{}", path.display());
+        }
+    }
+    assert!(declaring >= 2, "backup and cert-manager declare it");
+}
+
+#[test]
 fn real_world_yaml_features_load() {
     let def = Definition::parse(REAL_WORLD.as_bytes()).expect("valid definition");
     assert_eq!(def.name(), "real-world");
     assert_eq!(def.display_name(), "Real: World");
     assert_eq!(def.tags().collect::<Vec<_>>(), ["storage", "backup"]);
-    assert!(def.requirements().internet_access);
+    assert!(def.approval().internet_access);
     assert!(def.description().starts_with(
         "This description is folded: the lines of this paragraph are joined with single spaces,"
     ));

@@ -4,7 +4,7 @@ mod common;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use common::{NOW, builtin_yaml, get, send, state, with_version};
+use common::{FUNDAMENT_STYLE, NOW, builtin_yaml, get, send, state, with_version};
 use marketplace::catalog::builtin;
 use marketplace::definition::Definition;
 
@@ -86,9 +86,8 @@ async fn requirement_filters_exclude_what_needs_approval() {
         let mut v: Vec<String> = all
             .iter()
             .filter(|d| {
-                !d.requirements().internet_access
-                    && !d.requirements().privileged
-                    && !d.requirements().kube_system_deployment
+                let a = d.approval();
+                !a.internet_access && !a.privileged && !a.kube_system_deployment
             })
             .map(|d| d.name().to_owned())
             .collect();
@@ -235,6 +234,93 @@ async fn plugin_page_shows_what_an_admin_needs() {
     assert!(
         b.contains("read-write") || b.contains("admin") || b.contains(">read<"),
         "RBAC summarised"
+    );
+}
+
+/// The text of the HTML element that starts at `start` up to the first `end` after it.
+fn section<'a>(body: &'a str, start: &str, end: &str) -> &'a str {
+    let from = body
+        .find(start)
+        .unwrap_or_else(|| panic!("{start} not in the page"));
+    let len = body[from..].find(end).expect("element is closed");
+    &body[from..from + len]
+}
+
+#[tokio::test]
+async fn capabilities_count_as_requirements_on_pages_filters_and_the_api() {
+    let s = state().await;
+    let def = Definition::parse(FUNDAMENT_STYLE.as_bytes()).unwrap();
+    assert!(def.manifest.spec.requirements.internet_access.is_none());
+    s.store.insert_version("example", &def, NOW).await.unwrap();
+
+    // The plugin page lists internet access under "Requires approval".
+    let page = get(&s, "/plugins/example/webhook-relay").await;
+    assert_eq!(page.status, StatusCode::OK);
+    let approve = section(&page.body, "id=\"approve\"", "</section>");
+    assert!(
+        approve.contains("<strong>Internet access</strong>"),
+        "{approve}"
+    );
+    assert!(!approve.contains("no internet access"), "{approve}");
+
+    // Its catalog card carries the badge.
+    let catalog = get(&s, "/?q=webhook").await;
+    let card = section(
+        &catalog.body,
+        "data-plugin=\"example/webhook-relay\"",
+        "</article>",
+    );
+    assert!(
+        card.contains("<li class=\"badge warn\">Internet access</li>"),
+        "{card}"
+    );
+
+    // `no_internet` leaves it out, in the API and on the page; other filters keep it.
+    let api = get(&s, "/api/v1/plugins?q=webhook").await.json();
+    assert_eq!(names(&api), ["webhook-relay"]);
+    assert_eq!(api["items"][0]["internet_access"], true);
+    let api = get(&s, "/api/v1/plugins?q=webhook&no_internet=true")
+        .await
+        .json();
+    assert_eq!(api["total"], 0);
+    let api = get(
+        &s,
+        "/api/v1/plugins?q=webhook&not_privileged=true&no_kube_system=true",
+    )
+    .await
+    .json();
+    assert_eq!(names(&api), ["webhook-relay"]);
+    let filtered = get(&s, "/?no_internet=on").await;
+    assert_eq!(filtered.status, StatusCode::OK);
+    assert!(
+        !filtered
+            .body
+            .contains("data-plugin=\"example/webhook-relay\"")
+    );
+    assert!(filtered.body.contains("data-plugin=\"fundament/gateway\""));
+
+    // The detail API states the effective requirements; `manifest` keeps the
+    // definition's own shape, with the unwritten requirement serialized as before.
+    let detail = get(&s, "/api/v1/plugins/example/webhook-relay")
+        .await
+        .json();
+    assert_eq!(
+        detail["requirements"],
+        serde_json::json!({
+            "internet_access": true, "kube_system_deployment": false, "privileged": false,
+            "capabilities": []
+        })
+    );
+    assert_eq!(
+        detail["manifest"]["spec"]["requirements"],
+        serde_json::json!({
+            "internetAccess": false, "kubeSystemDeployment": false, "privileged": false,
+            "capabilities": []
+        })
+    );
+    assert_eq!(
+        detail["manifest"]["spec"]["permissions"]["capabilities"],
+        serde_json::json!(["internet_access", "read_events"])
     );
 }
 

@@ -1,8 +1,9 @@
-//! Store tests: immutability, idempotent built-ins, latest-version bookkeeping.
+//! Store tests: immutability, idempotent built-ins, latest-version bookkeeping, and
+//! summaries stored under an older approval rule (catalog and sync databases).
 
 mod common;
 
-use common::{NOW, with_version};
+use common::{FUNDAMENT_STYLE, NOW, with_version};
 use marketplace::catalog::builtin;
 use marketplace::definition::Definition;
 use marketplace::store::{Inserted, PluginQuery, Store, StoreError};
@@ -137,4 +138,80 @@ async fn facets_follow_writes_at_once() {
         count(&after, "ingress"),
         count(&before, "ingress").map(|n| n + 1)
     );
+}
+
+/// Runs SQL on a database file behind the store's back, as an older binary plus a
+/// migration would have left it.
+async fn raw_sql(path: &std::path::Path, statements: &[&'static str]) {
+    let options = sqlx::sqlite::SqliteConnectOptions::new().filename(path);
+    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    for sql in statements.iter().copied() {
+        sqlx::query(sql).execute(&pool).await.unwrap();
+    }
+    pool.close().await;
+}
+
+#[tokio::test]
+async fn opening_recomputes_requirement_flags_stored_under_the_old_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("catalog.db");
+    let store = Store::open(&path).await.unwrap();
+    let def = Definition::parse(FUNDAMENT_STYLE.as_bytes()).unwrap();
+    store.insert_version("example", &def, NOW).await.unwrap();
+    store.close().await;
+    // Before issue 10 only `spec.requirements` counted; migration 0003 marks such rows.
+    raw_sql(
+        &path,
+        &["UPDATE plugins SET internet_access = FALSE, approval_stale = TRUE"],
+    )
+    .await;
+
+    let store = Store::open(&path).await.unwrap();
+    let no_internet = PluginQuery {
+        no_internet: true,
+        ..Default::default()
+    };
+    assert_eq!(store.list_plugins(&no_internet).await.unwrap().total, 0);
+    let all = store.list_plugins(&PluginQuery::default()).await.unwrap();
+    assert!(all.items[0].internet_access);
+    assert_eq!(
+        all.items[0].updated_at, NOW,
+        "the plugin itself did not change"
+    );
+}
+
+#[tokio::test]
+async fn opening_the_sync_database_recomputes_stale_summaries() {
+    use marketplace::sync::SyncStore;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sync.db");
+    let store = SyncStore::open(&path).await.unwrap();
+    let def = Definition::parse(FUNDAMENT_STYLE.as_bytes()).unwrap();
+    store.add_sideload("acme", &def, "t1", NOW).await.unwrap();
+    store.close().await;
+    // A source row and a sideload as migration sync/0003 leaves them: summaries marked
+    // stale (NULL for sources, the empty text for sideloads).
+    raw_sql(
+        &path,
+        &[
+            "INSERT INTO sources (name, url) VALUES ('public', 'http://127.0.0.1:9/')",
+            "INSERT INTO source_definitions (source, target, publisher, name, version, hash,
+               yanked, signer_key_ids, definition, summary)
+             SELECT 'public', 'example/webhook-relay/0.4.1.yaml', 'example', name, version,
+               hash, FALSE, '', definition, NULL FROM sideloads",
+            "UPDATE sideloads SET summary = ''",
+        ],
+    )
+    .await;
+
+    let store = SyncStore::open(&path).await.unwrap();
+    let rows = store.rows().await.unwrap();
+    assert_eq!(rows.len(), 1);
+    let summary: serde_json::Value =
+        serde_json::from_str(rows[0].summary.as_deref().expect("summary written again")).unwrap();
+    assert_eq!(summary["requirements"]["internetAccess"], true);
+    let sideloads = store.sideload_rows("acme").await.unwrap();
+    let summary: serde_json::Value = serde_json::from_str(&sideloads[0].3).unwrap();
+    assert_eq!(summary["requirements"]["internetAccess"], true);
 }

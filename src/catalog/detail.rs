@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::CatalogError;
 use super::rbac::{self, Access};
-use crate::definition::{Definition, MenuEntry, PolicyRule, install_namespace};
+use crate::definition::{Approval, Definition, MenuEntry, PolicyRule, install_namespace};
 use crate::store::{LinkKind, PluginRef, Store, VersionRecord};
 
 #[derive(Debug, Clone, Serialize)]
@@ -84,6 +84,10 @@ pub struct PluginDetail {
     pub required_by: Vec<PluginRefView>,
     pub suggested_by: Vec<PluginRefView>,
     pub versions: Vec<MajorGroup>,
+    /// What an admin approves before installing the latest version: `spec.requirements`
+    /// together with what `spec.permissions.capabilities` implies. `manifest` shows the
+    /// requirements as written.
+    pub requirements: Approval,
     /// The latest definition's fields, as JSON, for machines.
     pub manifest: serde_json::Value,
 }
@@ -158,6 +162,7 @@ pub async fn plugin_detail(
             .map(Into::into)
             .collect(),
         versions: group_by_major(name, &versions),
+        requirements: definition.approval(),
         manifest: serde_json::to_value(&definition.manifest).unwrap_or(serde_json::Value::Null),
         latest: VersionInfo::from(&latest),
         publisher: plugin.publisher,

@@ -4,16 +4,19 @@
 //! through [`Definition::parse`] and nothing else, so all of them apply the same rules.
 //! This module does no I/O.
 
+mod approval;
 mod image;
 mod model;
 mod parse;
 mod validate;
+pub(crate) mod yaml;
 
 use std::fmt;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+pub use approval::{APPROVAL_CAPABILITIES, Approval, Need};
 pub use image::ImageRef;
 pub use model::*;
 pub use parse::MAX_DEFINITION_BYTES;
@@ -160,8 +163,11 @@ impl Definition {
         &self.manifest.metadata.version
     }
 
-    pub fn requirements(&self) -> &Requirements {
-        &self.manifest.spec.requirements
+    /// What an admin approves before install: `spec.requirements` together with what
+    /// `spec.permissions.capabilities` implies. Every consumer reads this, never
+    /// `spec.requirements` alone.
+    pub fn approval(&self) -> Approval {
+        Approval::of(&self.manifest.spec)
     }
 
     pub fn tags(&self) -> impl Iterator<Item = &str> {

@@ -177,18 +177,46 @@ pub struct PolicyRule {
     pub non_resource_urls: Vec<String>,
 }
 
-/// What an organization admin must approve before the plugin is installed.
+/// What an organization admin must approve before the plugin is installed, as written.
+/// `spec.permissions.capabilities` can imply the same needs; the effective summary is
+/// [`super::Approval`], never these fields alone.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Requirements {
-    #[serde(default)]
-    pub internet_access: bool,
-    #[serde(default)]
-    pub kube_system_deployment: bool,
-    #[serde(default)]
-    pub privileged: bool,
+    /// `None` when not written. Validation must tell an explicit `false` (which
+    /// contradicts a capability declaring the need) from silence (which does not).
+    #[serde(
+        default,
+        deserialize_with = "present",
+        serialize_with = "absent_as_false"
+    )]
+    pub internet_access: Option<Located<bool>>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        serialize_with = "absent_as_false"
+    )]
+    pub kube_system_deployment: Option<Located<bool>>,
+    #[serde(
+        default,
+        deserialize_with = "present",
+        serialize_with = "absent_as_false"
+    )]
+    pub privileged: Option<Located<bool>>,
     #[serde(default, deserialize_with = "null_as_empty")]
     pub capabilities: Vec<Located<String>>,
+}
+
+/// A written requirement must be a boolean: `internetAccess:` with no value (null) stays
+/// the type error it always was instead of passing as "not written".
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Located<bool>>, D::Error> {
+    Located::deserialize(d).map(Some)
+}
+
+/// Serializes an unwritten requirement as `false`, as it was before the field could be
+/// absent, so the JSON API's `manifest` keeps its shape.
+fn absent_as_false<S: Serializer>(v: &Option<Located<bool>>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_bool(v.as_ref().is_some_and(|b| b.value))
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]

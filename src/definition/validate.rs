@@ -152,6 +152,9 @@ pub(super) fn validate(m: &Manifest) -> Result<(semver::Version, ImageRef), Inva
     for (i, cap) in spec.requirements.capabilities.iter().enumerate() {
         check_identifier(&mut p, &format!("spec.requirements.capabilities[{i}]"), cap);
     }
+    for c in super::approval::contradictions(spec) {
+        p.add(c.path, c.at, c.message);
+    }
     for (field, list) in [
         ("dependencies", &spec.dependencies),
         ("suggestedPlugins", &spec.suggested_plugins),

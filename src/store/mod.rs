@@ -151,10 +151,15 @@ impl Store {
             .connect_with(options)
             .await?;
         sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Store {
+        let store = Store {
             pool,
             facets: Arc::default(),
-        })
+        };
+        let refreshed = store.refresh_stale_approvals().await?;
+        if refreshed > 0 {
+            tracing::info!(plugins = refreshed, "recomputed catalog requirement flags");
+        }
+        Ok(store)
     }
 
     /// Cheap round trip, for readiness checks.

@@ -89,6 +89,66 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Recomputes the requirement flags of plugins a migration marked stale (the
+    /// approval rule changed) from each one's latest listed definition, leaving
+    /// `updated_at` alone: the plugin did not change, the reading of it did. Returns how
+    /// many were recomputed. A definition that no longer parses keeps its flags and its
+    /// mark, and is logged on every open until an operator removes it.
+    pub(super) async fn refresh_stale_approvals(&self) -> Result<usize, StoreError> {
+        let ids: Vec<i64> =
+            sqlx::query_scalar("SELECT id FROM plugins WHERE approval_stale = TRUE")
+                .fetch_all(&self.pool)
+                .await?;
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut tx = self.pool.begin().await?;
+        let mut done = 0;
+        for id in ids {
+            let versions: Vec<(String, bool)> =
+                sqlx::query_as("SELECT canonical, yanked FROM plugin_versions WHERE plugin_id = ?")
+                    .bind(id)
+                    .fetch_all(&mut *tx)
+                    .await?;
+            // Unlisted plugins show no flags; listing one again rewrites its summary.
+            let approval = match latest_listed(&versions) {
+                None => Default::default(),
+                Some(latest) => {
+                    let (hash, bytes): (String, Vec<u8>) = sqlx::query_as(
+                        "SELECT hash, definition FROM plugin_versions WHERE plugin_id = ? AND canonical = ?",
+                    )
+                    .bind(id)
+                    .bind(&latest)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    match Definition::parse(&bytes) {
+                        Ok(def) => def.approval(),
+                        Err(e) => {
+                            tracing::warn!(%hash, error = %e,
+                                "stored definition no longer validates; its catalog requirement flags are left as they were");
+                            continue;
+                        }
+                    }
+                }
+            };
+            sqlx::query(
+                "UPDATE plugins SET internet_access = ?, privileged = ?, kube_system = ?,
+                 approval_stale = FALSE WHERE id = ?",
+            )
+            .bind(approval.internet_access)
+            .bind(approval.privileged)
+            .bind(approval.kube_system_deployment)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+            done += 1;
+        }
+        tx.commit().await?;
+        Ok(done)
+    }
+}
+
 /// Re-derives a plugin's summary after its versions changed (a yank): the latest
 /// listed version's fields, or no listing at all when every version is yanked.
 async fn refresh_summary(
@@ -228,18 +288,19 @@ async fn write_summary(
     now: i64,
 ) -> Result<(), StoreError> {
     let tags: Vec<&str> = def.tags().collect();
-    let req = def.requirements();
+    let approval = def.approval();
     sqlx::query(
         "UPDATE plugins SET latest_version = ?, display_name = ?, description = ?, tags = ?,
-         internet_access = ?, privileged = ?, kube_system = ?, updated_at = ? WHERE id = ?",
+         internet_access = ?, privileged = ?, kube_system = ?, approval_stale = FALSE,
+         updated_at = ? WHERE id = ?",
     )
     .bind(def.version_text())
     .bind(def.display_name())
     .bind(def.description())
     .bind(tags.join(" "))
-    .bind(req.internet_access)
-    .bind(req.privileged)
-    .bind(req.kube_system_deployment)
+    .bind(approval.internet_access)
+    .bind(approval.privileged)
+    .bind(approval.kube_system_deployment)
     .bind(now)
     .bind(plugin_id)
     .execute(&mut **tx)

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::definition::yaml;
+
 /// The largest config file read.
 const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 /// Sources are polled at most this often.
@@ -86,7 +88,7 @@ impl Config {
 
     /// Parses config text; `base` resolves relative paths.
     pub fn parse(text: &str, base: &Path) -> Result<Config, String> {
-        let raw: RawConfig = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+        let raw: RawConfig = parse_yaml(text)?;
         let mut sources: Vec<SourceConfig> = Vec::new();
         for (i, s) in raw.sources.into_iter().enumerate() {
             let at = format!("sources[{i}]");
@@ -161,6 +163,29 @@ impl Config {
             sources,
         })
     }
+}
+
+/// The same parser settings and budgets as definitions (the file is at most 1 MiB too),
+/// and the same wording of errors: never the parser's developer-facing text.
+fn parse_yaml(text: &str) -> Result<RawConfig, String> {
+    let mut path = String::new();
+    serde_saphyr::with_deserializer_from_str_with_options(text, yaml::options(), |de| {
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            path = e.path().to_string();
+            e.into_inner()
+        })
+    })
+    .map_err(|e| {
+        let mut message = yaml::message(&e, "a sync config");
+        // An unknown key is named in the message; its path would end in `?`.
+        if !path.is_empty() && path != "." && !path.ends_with('?') {
+            message = format!("{path}: {message}");
+        }
+        match e.location().filter(|l| l.line() > 0) {
+            Some(l) => format!("line {}, column {}: {message}", l.line(), l.column()),
+            None => message,
+        }
+    })
 }
 
 /// `90s`, `5m`, `1h`: a number and a unit.

@@ -351,6 +351,19 @@ mod tests {
     }
 
     #[test]
+    fn approval_includes_needs_declared_as_capabilities() {
+        // Fundament-style: `permissions.capabilities: [internet_access]`, no requirements.
+        let def = crate::definition::Definition::parse(include_bytes!(
+            "../../tests/common/fundament-style.yaml"
+        ))
+        .expect("valid definition");
+        let mut r = row("webhook-relay", "0.4.1", &[], false);
+        r.summary = Arc::new(Summary::of(&def));
+        let plan = install_plan(&view(vec![r]), &parse_requests("webhook-relay").unwrap()).unwrap();
+        assert_eq!(plan.order[0].approve, ["internetAccess"]);
+    }
+
+    #[test]
     fn refuses_bad_requests_by_name() {
         let v = view(vec![row("db", "1.0.0", &[], false)]);
         let plan = |q: &str| parse_requests(q).and_then(|r| install_plan(&v, &r));

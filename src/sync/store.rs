@@ -11,6 +11,9 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+use super::view::Summary;
+use crate::definition::Definition;
+
 /// Rows per INSERT statement: 10 values each, well under SQLite's 32,766 parameters.
 const INSERT_ROWS: usize = 500;
 
@@ -138,7 +141,76 @@ impl SyncStore {
             .connect_with(options)
             .await?;
         sqlx::migrate!("./migrations/sync").run(&pool).await?;
-        Ok(SyncStore { pool })
+        let store = SyncStore { pool };
+        let refreshed = store.refresh_stale_summaries().await?;
+        if refreshed > 0 {
+            tracing::info!(
+                definitions = refreshed,
+                "recomputed stored definition summaries"
+            );
+        }
+        Ok(store)
+    }
+
+    /// Recomputes the summaries a migration marked stale (the summary rule changed) from
+    /// the stored bytes; returns how many. Until then readers parse the bytes of a source
+    /// row themselves. A definition that no longer parses keeps its mark and is logged;
+    /// the view leaves it out, as it would any unreadable row.
+    async fn refresh_stale_summaries(&self) -> Result<usize, SyncStoreError> {
+        let sources: Vec<(String, String, Vec<u8>)> = sqlx::query_as(
+            "SELECT source, target, definition FROM source_definitions WHERE summary IS NULL",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let sideloads: Vec<(String, String, String, Vec<u8>)> = sqlx::query_as(
+            "SELECT org, name, version, definition FROM sideloads WHERE summary = ''",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        if sources.is_empty() && sideloads.is_empty() {
+            return Ok(0);
+        }
+        let summary = |what: &str, bytes: &[u8]| match Definition::parse(bytes) {
+            Ok(def) => Some(Summary::of(&def).to_json()),
+            Err(e) => {
+                tracing::warn!(definition = what, error = %e,
+                    "stored definition no longer validates; left out of views");
+                None
+            }
+        };
+        let mut tx = self.pool.begin().await?;
+        let mut done = 0;
+        for (source, target, bytes) in &sources {
+            let Some(json) = summary(&format!("{source}:{target}"), bytes) else {
+                continue;
+            };
+            sqlx::query(
+                "UPDATE source_definitions SET summary = ? WHERE source = ? AND target = ?",
+            )
+            .bind(json)
+            .bind(source)
+            .bind(target)
+            .execute(&mut *tx)
+            .await?;
+            done += 1;
+        }
+        for (org, name, version, bytes) in &sideloads {
+            let Some(json) = summary(&format!("sideload {org}/{name}@{version}"), bytes) else {
+                continue;
+            };
+            sqlx::query(
+                "UPDATE sideloads SET summary = ? WHERE org = ? AND name = ? AND version = ?",
+            )
+            .bind(json)
+            .bind(org)
+            .bind(name)
+            .bind(version)
+            .execute(&mut *tx)
+            .await?;
+            done += 1;
+        }
+        tx.commit().await?;
+        Ok(done)
     }
 
     pub async fn close(&self) {

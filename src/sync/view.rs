@@ -38,7 +38,8 @@ pub struct Summary {
     pub image: String,
 }
 
-/// `spec.requirements`: what an admin approves before install.
+/// What an admin approves before install ([`Definition::approval`]: `spec.requirements`
+/// and what `spec.permissions.capabilities` implies).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequirementsSummary {
@@ -68,7 +69,7 @@ impl RequirementsSummary {
 
 impl Summary {
     pub fn of(def: &Definition) -> Summary {
-        let r = def.requirements();
+        let r = def.approval();
         Summary {
             display_name: def.display_name().to_owned(),
             description: def.description().to_owned(),
@@ -76,7 +77,7 @@ impl Summary {
                 internet_access: r.internet_access,
                 kube_system_deployment: r.kube_system_deployment,
                 privileged: r.privileged,
-                capabilities: r.capabilities.iter().map(|c| c.to_string()).collect(),
+                capabilities: r.capabilities,
             },
             dependencies: def
                 .manifest

@@ -460,7 +460,11 @@ pub async fn maintain_builtins(
             bins: u.bins,
         },
         Plan::Fetch(names) => {
-            return Err(TrustError::Corrupt(format!("bins {names:?} could not be loaded")).into());
+            return Err(TrustError::Corrupt(format!(
+                "bins {} could not be loaded",
+                names.join(", ")
+            ))
+            .into());
         }
     };
     let who = publisher_keys(store, BUILTIN_PUBLISHER).await?;

@@ -230,7 +230,7 @@ pub fn publisher_delegation(
 
 /// A definition as a TUF target, with what a client needs without downloading the file.
 pub fn target(def: &Definition, yanked: bool) -> Target {
-    let req = def.requirements();
+    let req = def.approval();
     let custom = serde_json::json!({
         "name": def.name(),
         "version": def.version_text(),
@@ -238,7 +238,7 @@ pub fn target(def: &Definition, yanked: bool) -> Target {
             "internetAccess": req.internet_access,
             "privileged": req.privileged,
             "kubeSystemDeployment": req.kube_system_deployment,
-            "capabilities": req.capabilities.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+            "capabilities": req.capabilities,
         },
         "image": def.image.to_string(),
         "yanked": yanked,
@@ -251,5 +251,27 @@ pub fn target(def: &Definition, yanked: bool) -> Target {
         },
         custom: serde_json::from_value(custom).expect("an object"),
         _extra: HashMap::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn custom_summary_counts_declared_capabilities() {
+        // Fundament-style: internet access is declared only as a capability.
+        let def = Definition::parse(include_bytes!("../../tests/common/fundament-style.yaml"))
+            .expect("valid definition");
+        let custom = serde_json::to_value(&target(&def, false).custom).unwrap();
+        assert_eq!(
+            custom["requirements"],
+            serde_json::json!({
+                "internetAccess": true, "privileged": false, "kubeSystemDeployment": false,
+                "capabilities": []
+            })
+        );
+        assert_eq!(custom["name"], "webhook-relay");
+        assert_eq!(custom["yanked"], false);
     }
 }

@@ -281,7 +281,7 @@ impl PluginPage {
         let def = &d.definition;
         let md = &def.manifest.metadata;
         let spec = &def.manifest.spec;
-        let req = &spec.requirements;
+        let req = &d.requirements;
         let raw_url = |v: &str| {
             format!(
                 "/plugins/{}/{}/versions/{v}/definition.yaml",
@@ -375,7 +375,7 @@ impl PluginPage {
             urls,
             tags: def.tags().map(str::to_owned).collect(),
             requirements,
-            cluster_capabilities: req.capabilities.iter().map(|c| c.to_string()).collect(),
+            cluster_capabilities: req.capabilities.clone(),
             permission_capabilities: spec
                 .permissions
                 .capabilities

@@ -67,6 +67,35 @@ pub fn builtin_yaml(name: &str) -> String {
     .expect("catalog file")
 }
 
+/// Fails when a message shows Rust `Debug` output (a value printed with `{:?}`: struct
+/// fields in braces, `Some(..)`, parser internals) instead of words for its reader.
+#[track_caller]
+pub fn assert_human(message: &str) {
+    for marker in [
+        "{ ",
+        " }",
+        "Some(",
+        "Ok(",
+        "Err(",
+        "Error {",
+        "RecordedAnchorEvents",
+        "budget breached",
+        "Option<",
+        "Options",
+        "DuplicateKeyPolicy",
+        "strict mode",
+    ] {
+        assert!(
+            !message.contains(marker),
+            "message shows Rust debug output or parser internals ({marker:?}): {message}"
+        );
+    }
+}
+
+/// A definition as Fundament writes them: `permissions.capabilities: [internet_access]`
+/// and no `requirements` (plugin `webhook-relay`).
+pub const FUNDAMENT_STYLE: &str = include_str!("fundament-style.yaml");
+
 /// The built-in definition `name` with its version replaced, as new bytes.
 pub fn with_version(name: &str, version: &str) -> Definition {
     let yaml = builtin_yaml(name);
