@@ -11,6 +11,7 @@ pub mod metadata;
 pub mod publish;
 pub mod publishers;
 pub mod repo;
+pub mod retry;
 pub mod roleset;
 pub mod state;
 pub mod uploader;
