@@ -27,6 +27,11 @@ pub struct ServeArgs {
     /// Log format: `text` for people, `json` for log collectors.
     #[arg(long, env = "MARKETPLACE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
+    /// Behind a reverse proxy: take the client address for rate limits from the
+    /// rightmost `X-Forwarded-For` entry (the one the proxy appended). Without a proxy
+    /// that sets it, clients could choose their own address.
+    #[arg(long, env = "MARKETPLACE_TRUST_FORWARDED_FOR", value_parser = clap::builder::BoolishValueParser::new())]
+    trust_forwarded_for: bool,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -84,15 +89,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // One line on stdout, so scripts and tests started with port 0 learn the address.
     println!("marketplace listening on http://{addr}");
     tracing::info!(%addr, data_dir = %args.data_dir.display(), "serving");
-    server::serve(
-        listener,
-        crate::app(crate::AppState {
-            store: store.clone(),
-            signer,
-        }),
-    )
-    .await
-    .context("serving HTTP")?;
+    let mut state = crate::AppState::new(store.clone(), signer);
+    state.trust_forwarded_for = args.trust_forwarded_for;
+    server::serve(listener, crate::app(state))
+        .await
+        .context("serving HTTP")?;
     store.close().await;
     tracing::info!("stopped");
     Ok(())
