@@ -1,11 +1,17 @@
 //! The one HTTP error type at the edge. Domain errors convert into it explicitly; it
 //! renders as `{"error": {"code", "message"}}`. Pages wrap it to render HTML instead.
+//! Also what several surfaces read from a request: the bearer token, the client address.
+
+use std::net::{IpAddr, SocketAddr};
 
 use axum::Json;
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use crate::AppState;
 use crate::catalog::CatalogError;
 use crate::store::StoreError;
 
@@ -16,6 +22,8 @@ pub struct HttpError {
     pub message: String,
     /// Structured detail, such as the problems of an invalid definition.
     pub details: Option<serde_json::Value>,
+    /// Seconds for a `Retry-After` header (429).
+    pub retry_after: Option<u64>,
 }
 
 impl HttpError {
@@ -25,6 +33,15 @@ impl HttpError {
             code,
             message: message.into(),
             details: None,
+            retry_after: None,
+        }
+    }
+
+    /// 429 `rate_limited` with `Retry-After: retry_after_secs`.
+    pub fn rate_limited(message: impl Into<String>, retry_after_secs: u64) -> Self {
+        HttpError {
+            retry_after: Some(retry_after_secs),
+            ..HttpError::new(StatusCode::TOO_MANY_REQUESTS, "rate_limited", message)
         }
     }
 
@@ -140,7 +157,13 @@ impl IntoResponse for HttpError {
                 details: self.details.as_ref(),
             },
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(secs) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, secs.into());
+        }
+        response
     }
 }
 
@@ -153,6 +176,49 @@ pub fn client_has(headers: &HeaderMap, etag: &str) -> bool {
         .flat_map(|v| v.split(','))
         .map(|t| t.trim().trim_start_matches("W/"))
         .any(|t| t == etag || t == "*")
+}
+
+/// The address a request came from, for rate limits: the TCP peer, or with
+/// `AppState::trust_forwarded_for` the rightmost `X-Forwarded-For` entry (the one the
+/// reverse proxy in front appended; entries left of it are whatever the client sent).
+/// `None` when neither is known, as for in-process requests without `ConnectInfo`.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub Option<IpAddr>);
+
+impl FromRequestParts<AppState> for ClientAddr {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let forwarded = state
+            .trust_forwarded_for
+            .then(|| rightmost_forwarded_for(&parts.headers))
+            .flatten();
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(addr)| addr.ip());
+        Ok(ClientAddr(forwarded.or(peer)))
+    }
+}
+
+/// The last entry of the last `X-Forwarded-For` header, as an address (a port, as
+/// some proxies write it, is dropped).
+fn rightmost_forwarded_for(headers: &HeaderMap) -> Option<IpAddr> {
+    let last = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .next_back()?
+        .to_str()
+        .ok()?
+        .rsplit(',')
+        .next()?
+        .trim();
+    last.parse::<IpAddr>()
+        .ok()
+        .or_else(|| last.parse::<SocketAddr>().ok().map(|a| a.ip()))
 }
 
 /// The token of an `Authorization: Bearer <token>` header.

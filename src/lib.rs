@@ -10,6 +10,7 @@ pub mod clock;
 pub mod definition;
 pub mod http;
 pub mod ops;
+pub mod ratelimit;
 pub mod server;
 pub mod store;
 pub mod sync;
@@ -18,12 +19,32 @@ pub mod web;
 
 use axum::Router;
 
-/// State shared by every handler.
+/// State shared by every handler. Build it with [`AppState::new`], then set what
+/// differs from the defaults, so new fields do not break callers.
 #[derive(Clone)]
 pub struct AppState {
     pub store: store::Store,
     /// Present once the signed index is initialized; publishing needs it.
     pub signer: Option<std::sync::Arc<trust::state::Signer>>,
+    /// Failed publisher-token authentications, per client address and publisher.
+    pub auth_limits: std::sync::Arc<ratelimit::AuthLimiter>,
+    /// Take the client address from the rightmost `X-Forwarded-For` entry (set only
+    /// behind a reverse proxy that writes it; otherwise clients could pick their own).
+    pub trust_forwarded_for: bool,
+}
+
+impl AppState {
+    pub fn new(
+        store: store::Store,
+        signer: Option<std::sync::Arc<trust::state::Signer>>,
+    ) -> AppState {
+        AppState {
+            store,
+            signer,
+            auth_limits: Default::default(),
+            trust_forwarded_for: false,
+        }
+    }
 }
 
 /// The whole HTTP application; tests drive it directly with `oneshot`.

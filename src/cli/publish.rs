@@ -8,7 +8,8 @@ use clap::Args;
 
 use crate::definition::Definition;
 use crate::trust::publish::{Change, Limits};
-use crate::trust::uploader::PublisherClient;
+use crate::trust::retry::RetryPolicy;
+use crate::trust::uploader::{PublisherClient, Uploaded};
 use crate::trust::{PublicKey, SigningKey, bins};
 
 #[derive(Debug, Args)]
@@ -44,6 +45,16 @@ pub(super) struct PublisherOptions {
     /// (16 bins, then 256).
     #[arg(long, default_value_t = bins::BIN_MAX_TARGETS, value_parser = positive)]
     pub bin_max_targets: usize,
+    /// When another update of the role lands first (409), or no connection to the
+    /// marketplace can be opened, sign again on fresh metadata after a random, growing
+    /// wait, until this long after the first attempt; `0s` tries once.
+    #[arg(
+        long,
+        env = "MARKETPLACE_RETRY_DEADLINE",
+        default_value = "60s",
+        value_parser = super::repo::parse_duration
+    )]
+    pub retry_deadline: Duration,
 }
 
 fn positive(s: &str) -> Result<usize, String> {
@@ -63,7 +74,8 @@ impl PublisherOptions {
             .collect::<Result<Vec<_>, _>>()?;
         let client = PublisherClient::connect(&self.server, &self.token)
             .await
-            .with_context(|| format!("connecting to {}", self.server))?;
+            .with_context(|| format!("connecting to {}", self.server))?
+            .with_retry(RetryPolicy::until(self.retry_deadline));
         Ok((keys, client))
     }
 
@@ -76,9 +88,28 @@ impl PublisherOptions {
 }
 
 pub fn run(args: PublishArgs) -> anyhow::Result<()> {
-    tokio::runtime::Runtime::new()
-        .context("starting the async runtime")?
-        .block_on(publish(args))
+    runtime()?.block_on(publish(args))
+}
+
+/// The runtime of a publisher command. Logs (each retry, at debug) go to stderr only
+/// when `MARKETPLACE_LOG` asks for them: by default the command prints its result and
+/// nothing else.
+pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    if std::env::var_os("MARKETPLACE_LOG").is_some() {
+        super::serve::init_tracing("text");
+    }
+    tokio::runtime::Runtime::new().context("starting the async runtime")
+}
+
+/// On stderr, only when the update had to be signed again: how many attempts it took.
+pub(super) fn report_retries(done: &Uploaded) {
+    if done.attempts > 1 {
+        eprintln!(
+            "note: the role changed while signing; accepted on attempt {} after {:.1} s",
+            done.attempts,
+            done.elapsed.as_secs_f64()
+        );
+    }
 }
 
 async fn publish(a: PublishArgs) -> anyhow::Result<()> {
@@ -123,6 +154,7 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
             extra,
         )
         .await?;
+    report_retries(&done);
     for def in &defs {
         println!(
             "published {}/{} {} ({}) as role version {}{}",

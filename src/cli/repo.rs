@@ -96,20 +96,27 @@ struct InitArgs {
 
 /// `90s`, `30m`, `12h`, `7d`: whole seconds, at least one minute.
 pub(super) fn parse_lifetime(s: &str) -> Result<Duration, String> {
+    let secs = parse_duration(s)
+        .map_err(|_| format!("`{s}` is not a lifetime like 7d, 12h, 30m or 90s"))?
+        .as_secs();
+    if !(60..=10 * 365 * 86_400).contains(&secs) {
+        return Err(format!("`{s}` must be between 1 minute and 10 years"));
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+/// `0s`, `90s`, `30m`, `12h`, `7d`: a whole number of seconds, minutes, hours or days.
+pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
     let (number, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("`{s}` is not a lifetime like 7d, 12h, 30m or 90s"))?;
+    let bad = || format!("`{s}` is not a duration like 90s, 30m, 12h or 7d");
+    let n: u64 = number.parse().map_err(|_| bad())?;
     let secs = match unit {
         "s" => n,
         "m" => n.saturating_mul(60),
         "h" => n.saturating_mul(3600),
         "d" => n.saturating_mul(86_400),
-        _ => return Err(format!("`{s}` is not a lifetime like 7d, 12h, 30m or 90s")),
+        _ => return Err(bad()),
     };
-    if !(60..=10 * 365 * 86_400).contains(&secs) {
-        return Err(format!("`{s}` must be between 1 minute and 10 years"));
-    }
     Ok(Duration::from_secs(secs))
 }
 
@@ -235,7 +242,7 @@ async fn rotate(a: RotateArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_lifetime;
+    use super::{parse_duration, parse_lifetime};
 
     #[test]
     fn lifetimes() {
@@ -244,6 +251,11 @@ mod tests {
         assert_eq!(parse_lifetime("90s").unwrap().as_secs(), 90);
         for bad in ["", "7", "d", "7w", "-1d", "30s", "99999d"] {
             assert!(parse_lifetime(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_duration("0s").unwrap().as_secs(), 0);
+        assert_eq!(parse_duration("30s").unwrap().as_secs(), 30);
+        for bad in ["", "0", "s", "1.5s", "-1s", "2w"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
 }

@@ -5,7 +5,7 @@
 use anyhow::Context;
 use clap::Args;
 
-use super::publish::{PublisherOptions, publics};
+use super::publish::{PublisherOptions, publics, report_retries};
 use crate::trust::publish::Change;
 use crate::trust::{PublicKey, SigningKey};
 
@@ -20,9 +20,7 @@ pub struct ResignArgs {
 }
 
 pub fn run(args: ResignArgs) -> anyhow::Result<()> {
-    tokio::runtime::Runtime::new()
-        .context("starting the async runtime")?
-        .block_on(resign(args))
+    super::publish::runtime()?.block_on(resign(args))
 }
 
 async fn resign(a: ResignArgs) -> anyhow::Result<()> {
@@ -43,6 +41,7 @@ async fn resign(a: ResignArgs) -> anyhow::Result<()> {
             serde_json::json!({}),
         )
         .await?;
+    report_retries(&done);
     let bins = match done.bins {
         0 => String::new(),
         n => format!(" in {n} bins"),

@@ -30,27 +30,17 @@ pub struct ServeArgs {
     log_format: String,
     /// Shortest remaining lifetime a publisher's uploaded role may have: a role about to
     /// expire would soon make every client refuse that publisher's plugins.
-    #[arg(long, env = "MARKETPLACE_MIN_ROLE_LIFETIME", default_value = "7d", value_parser = parse_span)]
+    #[arg(long, env = "MARKETPLACE_MIN_ROLE_LIFETIME", default_value = "7d", value_parser = super::repo::parse_duration)]
     min_role_lifetime: std::time::Duration,
     /// Longest lifetime a publisher's uploaded role may have: bounds how long a role
     /// signed with a since-compromised key stays valid without the operator.
-    #[arg(long, env = "MARKETPLACE_MAX_ROLE_LIFETIME", default_value = "730d", value_parser = parse_span)]
+    #[arg(long, env = "MARKETPLACE_MAX_ROLE_LIFETIME", default_value = "730d", value_parser = super::repo::parse_duration)]
     max_role_lifetime: std::time::Duration,
-}
-
-/// `0s`, `90s`, `30m`, `12h`, `7d`.
-fn parse_span(s: &str) -> Result<std::time::Duration, String> {
-    let bad = || format!("`{s}` is not a duration like 7d, 12h, 30m or 90s");
-    let (number, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?);
-    let n: u64 = number.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "s" => n,
-        "m" => n.saturating_mul(60),
-        "h" => n.saturating_mul(3600),
-        "d" => n.saturating_mul(86_400),
-        _ => return Err(bad()),
-    };
-    Ok(std::time::Duration::from_secs(secs))
+    /// Behind a reverse proxy: take the client address for rate limits from the
+    /// rightmost `X-Forwarded-For` entry (the one the proxy appended). Without a proxy
+    /// that sets it, clients could choose their own address.
+    #[arg(long, env = "MARKETPLACE_TRUST_FORWARDED_FOR", value_parser = clap::builder::BoolishValueParser::new())]
+    trust_forwarded_for: bool,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -118,15 +108,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // One line on stdout, so scripts and tests started with port 0 learn the address.
     println!("marketplace listening on http://{addr}");
     tracing::info!(%addr, data_dir = %args.data_dir.display(), "serving");
-    server::serve(
-        listener,
-        crate::app(crate::AppState {
-            store: store.clone(),
-            signer,
-        }),
-    )
-    .await
-    .context("serving HTTP")?;
+    let mut state = crate::AppState::new(store.clone(), signer);
+    state.trust_forwarded_for = args.trust_forwarded_for;
+    server::serve(listener, crate::app(state))
+        .await
+        .context("serving HTTP")?;
     store.close().await;
     tracing::info!("stopped");
     Ok(())

@@ -3,7 +3,7 @@
 use anyhow::Context;
 use clap::Args;
 
-use super::publish::{PublisherOptions, publics, roles_note};
+use super::publish::{PublisherOptions, publics, report_retries, roles_note};
 use crate::definition::parse_version;
 use crate::trust::SigningKey;
 use crate::trust::publish::Change;
@@ -17,9 +17,7 @@ pub struct YankArgs {
 }
 
 pub fn run(args: YankArgs) -> anyhow::Result<()> {
-    tokio::runtime::Runtime::new()
-        .context("starting the async runtime")?
-        .block_on(yank(args))
+    super::publish::runtime()?.block_on(yank(args))
 }
 
 async fn yank(a: YankArgs) -> anyhow::Result<()> {
@@ -53,6 +51,7 @@ async fn yank(a: YankArgs) -> anyhow::Result<()> {
         )
         .await
         .with_context(|| format!("yanking {target}"))?;
+    report_retries(&done);
     println!(
         "yanked {target} (role version {}{})",
         done.answer["role_version"],

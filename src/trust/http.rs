@@ -20,7 +20,7 @@ use axum::routing::{get, post};
 
 use super::accept::RoleUpdate;
 use crate::AppState;
-use crate::http::{HttpError, client_has};
+use crate::http::{ClientAddr, HttpError, client_has};
 use crate::store::StoredMetadata;
 
 const IMMUTABLE: &str = "public, max-age=31536000, immutable";
@@ -256,10 +256,11 @@ struct PublishRequest {
 async fn publish(
     State(state): State<AppState>,
     Path(publisher): Path<String>,
+    client: ClientAddr,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<(StatusCode, axum::Json<super::accept::Published>), HttpError> {
-    authorize(&state, &headers, &publisher).await?;
+    authorize(&state, client, &headers, &publisher).await?;
     let body = read_body(body).await?;
     let request: PublishRequest = serde_json::from_slice(&body).map_err(|e| {
         HttpError::new(
@@ -323,23 +324,87 @@ async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, HttpErro
 /// The bearer token must be an active token of `publisher`.
 async fn authorize(
     state: &AppState,
+    client: ClientAddr,
     headers: &HeaderMap,
     publisher: &str,
 ) -> Result<(), HttpError> {
-    let token = crate::http::bearer(headers)?;
-    match state
-        .store
-        .publisher_for_token(&super::publishers::token_hash(token))
-        .await?
-    {
-        None => Err(unauthorized("the token is unknown or revoked")),
-        Some(owner) if owner != publisher => Err(HttpError::new(
+    let owner = authenticate(state, client, headers, Some(publisher)).await?;
+    if owner != publisher {
+        return Err(HttpError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
             format!("this token belongs to another publisher, not {publisher}"),
-        )),
-        Some(_) => Ok(()),
+        ));
     }
+    Ok(())
+}
+
+/// The publisher whose active token the request carries, under the limits on failed
+/// authentication (`ratelimit`): a client over its budget is refused before its token
+/// is looked at, and only failures (no token, a malformed header, an unknown or
+/// revoked token) spend budget. `publisher` is the one the route names, if any.
+async fn authenticate(
+    state: &AppState,
+    ClientAddr(client): ClientAddr,
+    headers: &HeaderMap,
+    publisher: Option<&str>,
+) -> Result<String, HttpError> {
+    let limits = &state.auth_limits;
+    limits
+        .check(client, publisher, std::time::Instant::now())
+        .map_err(|limited| rate_limited(&limited))?;
+    let owner = match crate::http::bearer(headers) {
+        Ok(token) => {
+            state
+                .store
+                .publisher_for_token(&super::publishers::token_hash(token))
+                .await?
+        }
+        Err(e) => {
+            failed(state, client, publisher);
+            return Err(e);
+        }
+    };
+    let Some(owner) = owner else {
+        failed(state, client, publisher);
+        return Err(unauthorized("the token is unknown or revoked"));
+    };
+    limits.succeeded(client, &owner, std::time::Instant::now());
+    Ok(owner)
+}
+
+fn failed(state: &AppState, client: Option<std::net::IpAddr>, publisher: Option<&str>) {
+    let spent = state
+        .auth_limits
+        .failed(client, publisher, std::time::Instant::now());
+    // Once per budget running out, not per refused request: each request's status is
+    // in its own log line already.
+    if spent.address || spent.publisher {
+        let client = client.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
+        tracing::info!(
+            %client,
+            publisher = publisher.unwrap_or_default(),
+            address_limited = spent.address,
+            publisher_limited = spent.publisher,
+            "too many failed token authentications; limiting"
+        );
+    }
+}
+
+fn rate_limited(limited: &crate::ratelimit::Limited) -> HttpError {
+    use crate::ratelimit::Limited;
+    // Whole seconds, rounded up: a client retrying on time is never refused again.
+    let wait = limited.retry_after();
+    let secs = (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1);
+    let message = match limited {
+        Limited::Address { .. } => {
+            format!("too many failed token authentications from this address; retry in {secs} s")
+        }
+        Limited::Publisher { publisher, .. } => format!(
+            "too many failed token authentications for publisher {publisher} from new addresses; retry in {secs} s"
+        ),
+    };
+    HttpError::rate_limited(message, secs)
 }
 
 /// A yank or re-sign: the publisher's signed role, checked and stored with new
@@ -347,11 +412,12 @@ async fn authorize(
 async fn role_update(
     state: AppState,
     publisher: String,
+    client: ClientAddr,
     headers: HeaderMap,
     body: axum::body::Body,
     kind: RoleUpdate,
 ) -> Result<axum::Json<super::accept::Published>, HttpError> {
-    authorize(&state, &headers, &publisher).await?;
+    authorize(&state, client, &headers, &publisher).await?;
     let body = read_body(body).await?;
     let request: SignedRoles = serde_json::from_slice(&body).map_err(|e| {
         HttpError::new(
@@ -384,33 +450,31 @@ async fn role_update(
 async fn yank(
     State(state): State<AppState>,
     Path(publisher): Path<String>,
+    client: ClientAddr,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<axum::Json<super::accept::Published>, HttpError> {
-    role_update(state, publisher, headers, body, RoleUpdate::Yank).await
+    role_update(state, publisher, client, headers, body, RoleUpdate::Yank).await
 }
 
 /// The same targets re-signed: next version, the registered keys' signatures.
 async fn resign(
     State(state): State<AppState>,
     Path(publisher): Path<String>,
+    client: ClientAddr,
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<axum::Json<super::accept::Published>, HttpError> {
-    role_update(state, publisher, headers, body, RoleUpdate::Resign).await
+    role_update(state, publisher, client, headers, body, RoleUpdate::Resign).await
 }
 
 /// The publisher a bearer token belongs to, so tools need only the token.
 async fn whoami(
     State(state): State<AppState>,
+    client: ClientAddr,
     headers: HeaderMap,
 ) -> Result<axum::Json<serde_json::Value>, HttpError> {
-    let token = crate::http::bearer(&headers)?;
-    let publisher = state
-        .store
-        .publisher_for_token(&super::publishers::token_hash(token))
-        .await?
-        .ok_or_else(|| unauthorized("the token is unknown or revoked"))?;
+    let publisher = authenticate(&state, client, &headers, None).await?;
     Ok(axum::Json(serde_json::json!({ "publisher": publisher })))
 }
 

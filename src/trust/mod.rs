@@ -15,6 +15,7 @@ pub mod metadata;
 pub mod publish;
 pub mod publishers;
 pub mod repo;
+pub mod retry;
 pub mod roleset;
 pub mod state;
 pub mod suspend;

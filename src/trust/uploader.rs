@@ -1,13 +1,13 @@
 //! Publisher side over HTTP: fetch the publisher's current roles from a marketplace,
 //! sign an update (`publish::plan`) and upload it, again on fresh metadata when another
-//! update landed first (409). `marketplace publish`, `yank` and `resign` and the publish
-//! benchmark are thin layers over this.
+//! update landed first (409), with backoff until a deadline (`retry`). `marketplace
+//! publish`, `yank` and `resign` and the publish benchmark are thin layers over this.
 //!
 //! Nothing the server sends is signed on trust: the top role must carry a signature by
 //! one of the publisher's own keys, and each bin a valid signature under the top role's
 //! delegation, so a server cannot slip targets into what the publisher signs.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use tough::schema::Targets;
@@ -15,10 +15,8 @@ use tough::schema::Targets;
 use super::client::MAX_RESPONSE_BYTES;
 use super::envelope;
 use super::publish::{Change, Current, Limits, Plan, Upload, delegations_for, plan};
+use super::retry::RetryPolicy;
 use super::{PublicKey, SigningKey, TrustError};
-
-/// Tries of one update before a conflict is reported.
-pub const ATTEMPTS: usize = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum UploadError {
@@ -40,6 +38,32 @@ pub enum UploadError {
     NothingPublished(String),
     #[error(transparent)]
     Trust(#[from] TrustError),
+    #[error(
+        "gave up after {attempts} attempt(s) over {:.1} s: {why}; last answer: {last} (a longer --retry-deadline keeps trying)",
+        elapsed.as_secs_f64()
+    )]
+    GaveUp {
+        attempts: u32,
+        elapsed: Duration,
+        why: &'static str,
+        last: Box<UploadError>,
+    },
+}
+
+impl UploadError {
+    /// Why trying again on fresh metadata may succeed, or `None` when this answer is
+    /// final. Only a conflict (another update of the role landed first) and a failed
+    /// connection (nothing was sent) qualify: any other refusal is the same on every
+    /// attempt, and after a timeout or a broken connection the update may have landed.
+    fn retry_reason(&self) -> Option<&'static str> {
+        match self {
+            UploadError::Refused { status, .. } if *status == StatusCode::CONFLICT => Some(
+                "the index kept changing: another update of this publisher's role landed first each time",
+            ),
+            UploadError::Http(e) if e.is_connect() => Some("the marketplace could not be reached"),
+            _ => None,
+        }
+    }
 }
 
 /// What an accepted update did: the server's answer and what was uploaded.
@@ -51,6 +75,10 @@ pub struct Uploaded {
     pub targets: usize,
     /// How many bins were uploaded (0 for a flat role).
     pub bins: usize,
+    /// Attempts it took (1 when nothing else changed the role meanwhile).
+    pub attempts: u32,
+    /// From the first attempt's start to the server's acceptance.
+    pub elapsed: Duration,
 }
 
 /// A marketplace, as one publisher (identified by its API token) talks to it.
@@ -59,6 +87,7 @@ pub struct PublisherClient {
     base: String,
     token: String,
     publisher: String,
+    retry: RetryPolicy,
 }
 
 impl PublisherClient {
@@ -87,7 +116,14 @@ impl PublisherClient {
             base,
             token: token.to_owned(),
             publisher,
+            retry: RetryPolicy::default(),
         })
+    }
+
+    /// Retries updates on conflict with `retry` instead of the default (60 s).
+    pub fn with_retry(mut self, retry: RetryPolicy) -> PublisherClient {
+        self.retry = retry;
+        self
     }
 
     pub fn publisher(&self) -> &str {
@@ -138,7 +174,9 @@ impl PublisherClient {
 
     /// Signs `change` on the current roles with `keys` and POSTs it to
     /// `/api/v1/publishers/P/{path}` with the fields of `extra` (the definitions of a
-    /// publish). On 409 it starts again from fresh metadata, up to [`ATTEMPTS`] times.
+    /// publish). On 409 it waits (exponential backoff, full jitter) and starts again
+    /// from fresh metadata, until the retry deadline; then it gives up with
+    /// [`UploadError::GaveUp`].
     #[allow(clippy::too_many_arguments)] // one call site per command; a struct adds nothing
     pub async fn update(
         &self,
@@ -150,44 +188,87 @@ impl PublisherClient {
         limits: Limits,
         extra: serde_json::Value,
     ) -> Result<Uploaded, UploadError> {
-        for attempt in 1..=ATTEMPTS {
-            let upload = self.sign(trusted, change, keys, lifetime, limits).await?;
-            let mut body = extra.clone();
-            if let Some(top) = &upload.top {
-                body["role"] = text(top).into();
-            }
-            if !upload.bins.is_empty() {
-                body["bins"] = upload
-                    .bins
-                    .iter()
-                    .map(|(n, b)| (n.clone(), serde_json::Value::from(text(b))))
-                    .collect::<serde_json::Map<_, _>>()
-                    .into();
-            }
-            let resp = self
-                .http
-                .post(format!(
-                    "{}/api/v1/publishers/{}/{path}",
-                    self.base, self.publisher
-                ))
-                .bearer_auth(&self.token)
-                .json(&body)
-                .send()
-                .await?;
-            if resp.status() == StatusCode::CONFLICT && attempt < ATTEMPTS {
-                tracing::warn!(
-                    attempt,
-                    "the index changed while signing; signing again on fresh metadata"
-                );
-                continue;
-            }
-            return Ok(Uploaded {
-                answer: json(resp).await?,
-                targets: upload.targets,
-                bins: upload.bins.len(),
-            });
+        let started = Instant::now();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let failure = match self
+                .attempt(path, trusted, change, keys, lifetime, limits, &extra)
+                .await
+            {
+                Ok(mut done) => {
+                    done.attempts = attempts;
+                    done.elapsed = started.elapsed();
+                    return Ok(done);
+                }
+                Err(e) => e,
+            };
+            let Some(why) = failure.retry_reason() else {
+                return Err(failure);
+            };
+            let elapsed = started.elapsed();
+            let Some(wait) = self.retry.next_wait(attempts, elapsed, random()) else {
+                return Err(UploadError::GaveUp {
+                    attempts,
+                    elapsed,
+                    why,
+                    last: Box::new(failure),
+                });
+            };
+            // Expected under concurrent publishing, so not a warning; callers report a
+            // summary from `Uploaded::attempts`.
+            tracing::debug!(
+                attempts,
+                wait_ms = wait.as_millis() as u64,
+                reason = %failure,
+                "signing again on fresh metadata after a wait"
+            );
+            tokio::time::sleep(wait).await;
         }
-        unreachable!("the last attempt returns")
+    }
+
+    /// One fetch, sign and upload.
+    #[allow(clippy::too_many_arguments)] // `update`'s arguments, passed through
+    async fn attempt(
+        &self,
+        path: &str,
+        trusted: &[PublicKey],
+        change: &Change<'_>,
+        keys: &[&SigningKey],
+        lifetime: Duration,
+        limits: Limits,
+        extra: &serde_json::Value,
+    ) -> Result<Uploaded, UploadError> {
+        let upload = self.sign(trusted, change, keys, lifetime, limits).await?;
+        let mut body = extra.clone();
+        if let Some(top) = &upload.top {
+            body["role"] = text(top).into();
+        }
+        if !upload.bins.is_empty() {
+            body["bins"] = upload
+                .bins
+                .iter()
+                .map(|(n, b)| (n.clone(), serde_json::Value::from(text(b))))
+                .collect::<serde_json::Map<_, _>>()
+                .into();
+        }
+        let resp = self
+            .http
+            .post(format!(
+                "{}/api/v1/publishers/{}/{path}",
+                self.base, self.publisher
+            ))
+            .bearer_auth(&self.token)
+            .json(&body)
+            .send()
+            .await?;
+        Ok(Uploaded {
+            answer: json(resp).await?,
+            targets: upload.targets,
+            bins: upload.bins.len(),
+            attempts: 1,
+            elapsed: Duration::ZERO,
+        })
     }
 
     /// The signed roles for `change`, fetching the bins the plan asks for.
@@ -230,6 +311,17 @@ impl PublisherClient {
             }
         }
     }
+}
+
+/// Uniform over `u64`, from the system's secure source (already linked for signing),
+/// so concurrent publishers never share a jitter sequence.
+fn random() -> u64 {
+    use aws_lc_rs::rand::SecureRandom;
+    let mut bytes = [0u8; 8];
+    aws_lc_rs::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .expect("the system random source works");
+    u64::from_le_bytes(bytes)
 }
 
 fn text(signed: &[u8]) -> String {

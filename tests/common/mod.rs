@@ -25,10 +25,7 @@ pub const NOW: i64 = 1_790_000_000;
 pub async fn state() -> AppState {
     let store = Store::open_in_memory().await.expect("store opens");
     builtin::load(&store, NOW).await.expect("built-ins load");
-    AppState {
-        store,
-        signer: None,
-    }
+    AppState::new(store, None)
 }
 
 pub struct Reply {
