@@ -275,3 +275,99 @@ async fn a_worker_killed_mid_round_leaves_a_consistent_store() {
         out(&o)
     );
 }
+
+/// Network hygiene: a mirror that trickles bytes hits the per-request deadline, a slow
+/// one the per-round deadline, each reported as `timeout` within seconds (not minutes);
+/// an oversized `timestamp.json` is cut off at python-tuf's cap and reported as
+/// `invalid_metadata`. The last good state stays in use throughout.
+#[tokio::test]
+async fn slow_trickling_and_oversized_answers_are_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = setup_with(&dir.path().join("m"), &[]);
+    let server = Server::start(&m.data);
+    let mirror = Mirror::start(&server.url);
+    let c = Client::new(&server.url);
+    let second = definition("gateway", "second", "1.0.0");
+    assert_eq!(
+        c.publish_signed(&m.acme_token, &second, &[&m.acme]).await.0,
+        201
+    );
+    let config = config_via(dir.path(), &mirror, &trusted_root(&server.url).await);
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace(
+            "    priority: 0\n",
+            "    priority: 0\n    requestTimeout: 2s\n    roundTimeout: 30s\n",
+        ),
+    )
+    .unwrap();
+    assert!(sync_once(&config).status.success());
+    let api = Api::start(&config, false);
+    let reader = token(&config, None);
+    // Something new, so each round below has to fetch more than the timestamp.
+    let third = definition("gateway", "third", "1.0.0");
+    assert_eq!(
+        c.publish_signed(&m.acme_token, &third, &[&m.acme]).await.0,
+        201
+    );
+
+    // 64 KiB, one byte every 50 ms: the old client waited on it for minutes.
+    mirror.trickle("/tuf/metadata/timestamp.json", Duration::from_millis(50));
+    let started = Instant::now();
+    refused(&config, &api, &reader, "timeout", 9).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    let s = api.source_status("main").await;
+    assert!(
+        s["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("timestamp.json: no complete answer within 2 seconds"),
+        "{s}"
+    );
+
+    // Every answer 1.2 s late: each request meets its 2 s deadline, the round (root,
+    // timestamp, snapshot, ... one after another) does not meet a 3 s one.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("roundTimeout: 30s", "roundTimeout: 3s"),
+    )
+    .unwrap();
+    mirror.thaw();
+    mirror.set_trickle_off();
+    mirror.delay_all(Duration::from_millis(1200));
+    refused(&config, &api, &reader, "timeout", 9).await;
+    let s = api.source_status("main").await;
+    assert!(
+        s["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("longer than its 3 seconds deadline (roundTimeout)"),
+        "{s}"
+    );
+
+    // 100 KB where a timestamp of a few hundred bytes belongs.
+    mirror.delay_all(Duration::ZERO);
+    let huge = format!("{{\"signed\": \"{}\"}}", "x".repeat(100_000));
+    mirror.set("/tuf/metadata/timestamp.json", huge.into_bytes());
+    refused(&config, &api, &reader, "invalid_metadata", 9).await;
+    let s = api.source_status("main").await;
+    assert!(
+        s["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("larger than the 16384 bytes allowed"),
+        "{s}"
+    );
+
+    // Healed: the next round catches up.
+    mirror.thaw();
+    let o = sync_once(&config);
+    assert!(
+        out(&o).contains("main: 10 definitions (1 downloaded)"),
+        "{}",
+        out(&o)
+    );
+}

@@ -34,8 +34,10 @@ pub(super) struct PublisherOptions {
     /// API token of the publisher.
     #[arg(long, env = "MARKETPLACE_TOKEN", hide_env_values = true)]
     pub token: String,
-    /// Lifetime of the signed role metadata.
-    #[arg(long, default_value = "365d", value_parser = super::repo::parse_lifetime)]
+    /// Lifetime of the signed role metadata. The marketplace accepts roles valid for
+    /// between its operator's minimum and maximum (7 and 730 days unless set otherwise);
+    /// this is checked before anything is signed.
+    #[arg(long, default_value = "365d", value_parser = super::repo::parse_duration)]
     pub expires: Duration,
     /// Past this many targets the role delegates hashed bins, so that a publish
     /// re-signs and uploads one bin instead of every target.
@@ -76,6 +78,13 @@ impl PublisherOptions {
             .await
             .with_context(|| format!("connecting to {}", self.server))?
             .with_retry(RetryPolicy::until(self.retry_deadline));
+        if client.account().suspended {
+            bail!(
+                "publisher {} is suspended by the marketplace's operator; nothing it uploads is accepted until the operator resumes it",
+                client.publisher()
+            );
+        }
+        client.check_lifetime(self.expires)?;
         Ok((keys, client))
     }
 
@@ -99,6 +108,30 @@ pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         super::serve::init_tracing("text");
     }
     tokio::runtime::Runtime::new().context("starting the async runtime")
+}
+
+/// On stderr, after an update: the publisher's roles that expire within 30 days (an
+/// update re-signs only the roles it touches; a binned publisher's other bins and top
+/// role keep their expiry until `marketplace resign`).
+pub(super) async fn warn_expiring(client: &mut PublisherClient) {
+    let now = crate::clock::now();
+    let Ok(account) = client.refresh_account().await else {
+        return;
+    };
+    for r in account.roles.iter().filter(|r| r.expiring_soon) {
+        let when = if r.expired {
+            "expired".to_owned()
+        } else {
+            format!(
+                "expires in {}",
+                crate::clock::human_duration(r.expires_at - now)
+            )
+        };
+        eprintln!(
+            "warning: role {} v{} {when} ({}); clients refuse this publisher's plugins once it has expired: renew it with `marketplace resign`",
+            r.role, r.version, r.expires
+        );
+    }
 }
 
 /// On stderr, only when the update had to be signed again: how many attempts it took.
@@ -136,7 +169,7 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("{} is not UTF-8", f.display()))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let (keys, client) = a.publisher.connect().await?;
+    let (keys, mut client) = a.publisher.connect().await?;
     let key_refs: Vec<&SigningKey> = keys.iter().collect();
     let adding: Vec<(&Definition, bool)> = defs.iter().map(|d| (d, false)).collect();
     let extra = match &texts[..] {
@@ -166,6 +199,7 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
             roles_note(&done.answer)
         );
     }
+    warn_expiring(&mut client).await;
     Ok(())
 }
 

@@ -108,6 +108,10 @@ pub fn run(args: PublisherArgs) -> anyhow::Result<()> {
     })
 }
 
+fn date(ts: i64) -> String {
+    jiff::Timestamp::from_second(ts).map_or_else(|_| ts.to_string(), |t| t.to_string())
+}
+
 /// The server's online keys (the targets key signs suspensions).
 fn online_keys(data_dir: &std::path::Path) -> anyhow::Result<crate::trust::state::OnlineKeys> {
     crate::trust::state::OnlineKeys::load(data_dir)?.ok_or_else(|| {
@@ -140,6 +144,8 @@ async fn command(
             let targets = crate::trust::state::current(store)
                 .await?
                 .map(|s| s.targets.signed.signed);
+            let roles = crate::trust::expiry::publisher_roles(store).await?;
+            let earliest = crate::trust::expiry::earliest_by_publisher(&roles);
             for p in list {
                 let parsed: Vec<Option<PublicKey>> = p
                     .public_keys
@@ -151,14 +157,32 @@ async fn command(
                     .map(|k| k.as_ref().map_or("<invalid key>".into(), PublicKey::key_id))
                     .collect();
                 let keys: Vec<PublicKey> = parsed.into_iter().flatten().collect();
-                let index =
-                    match publishers::delegation(targets.as_ref(), &p.name, &keys, p.threshold) {
-                        Delegation::Missing => "not yet in the index",
-                        Delegation::Current => "index up to date",
-                        Delegation::Stale => "index names old keys until the publisher re-signs",
-                    };
+                let index = match (
+                    p.suspended_at,
+                    publishers::delegation(targets.as_ref(), &p.name, &keys, p.threshold),
+                ) {
+                    (Some(_), _) => "SUSPENDED: not delegated; `publisher resume` restores it",
+                    (None, Delegation::Missing) => "not yet in the index",
+                    (None, Delegation::Current) => "index up to date",
+                    (None, Delegation::Stale) => {
+                        "index names old keys until the publisher re-signs"
+                    }
+                };
+                let expiry = match earliest.get(p.name.as_str()) {
+                    None => String::new(),
+                    Some(r) if r.expired(now) => {
+                        format!("\tEXPIRED: role {} since {}", r.role, date(r.expires_at))
+                    }
+                    Some(r) if r.expiring_soon(now) => format!(
+                        "\tEXPIRES SOON: role {} on {} (in {})",
+                        r.role,
+                        date(r.expires_at),
+                        crate::clock::human_duration(r.expires_at - now)
+                    ),
+                    Some(r) => format!("\troles valid until {}", date(r.expires_at)),
+                };
                 println!(
-                    "{}\tthreshold {}\ttokens {}\tkeys {}\t{index}",
+                    "{}\tthreshold {}\ttokens {}\tkeys {}\t{index}{expiry}",
                     p.name,
                     p.threshold,
                     p.active_tokens,

@@ -24,7 +24,7 @@ pub fn run(args: ResignArgs) -> anyhow::Result<()> {
 }
 
 async fn resign(a: ResignArgs) -> anyhow::Result<()> {
-    let (keys, client) = a.publisher.connect().await?;
+    let (keys, mut client) = a.publisher.connect().await?;
     let key_refs: Vec<&SigningKey> = keys.iter().collect();
     let mut trusted = publics(&keys);
     for k in &a.old_keys {
@@ -57,5 +57,6 @@ async fn resign(a: ResignArgs) -> anyhow::Result<()> {
             .join(", "),
         done.answer["role_version"]
     );
+    super::publish::warn_expiring(&mut client).await;
     Ok(())
 }

@@ -31,7 +31,7 @@ async fn yank(a: YankArgs) -> anyhow::Result<()> {
     let version =
         parse_version(version).with_context(|| format!("`{version}` is not a semantic version"))?;
     let target = format!("{publisher}/{name}/{version}.yaml");
-    let (keys, client) = a.publisher.connect().await?;
+    let (keys, mut client) = a.publisher.connect().await?;
     if client.publisher() != publisher {
         anyhow::bail!(
             "the token belongs to publisher {}, not {publisher}",
@@ -57,5 +57,6 @@ async fn yank(a: YankArgs) -> anyhow::Result<()> {
         done.answer["role_version"],
         roles_note(&done.answer)
     );
+    super::publish::warn_expiring(&mut client).await;
     Ok(())
 }

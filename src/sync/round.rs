@@ -165,7 +165,16 @@ async fn round(
     now: i64,
 ) -> Result<Synced, RoundError> {
     let trusted = store.trusted(&source.name).await?;
+    let failing_before = store.publisher_failures(&source.name).await?;
+    // A publisher failing because a file was missing or did not match the bytes the
+    // snapshot pins may heal without any new metadata (a mirror catching up): such a
+    // failure is looked at again every round. An expired or wrongly signed role stays
+    // so until the index changes, which the timestamp shows.
+    let may_heal = failing_before.iter().any(|f| {
+        f.reason == Reason::Tampered.as_str() || f.reason == Reason::InvalidMetadata.as_str()
+    });
     if let Some(t) = &trusted
+        && !may_heal
         && quick::unchanged(fetcher, &source.url, t, now).await
     {
         store.record_unchanged(&source.name, now).await?;
@@ -174,7 +183,7 @@ async fn round(
             downloaded: 0,
             unchanged: true,
             trusted: t.versions.clone(),
-            failing: store.publisher_failures(&source.name).await?,
+            failing: failing_before,
         });
     }
     let started = std::time::Instant::now();

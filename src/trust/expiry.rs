@@ -70,6 +70,32 @@ pub async fn publisher_roles(store: &Store) -> Result<Vec<RoleExpiry>, TrustErro
     Ok(out)
 }
 
+/// A role's expiry as the publisher API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RoleView {
+    pub role: String,
+    pub version: u64,
+    pub expires_at: i64,
+    /// RFC 3339, UTC.
+    pub expires: String,
+    pub expiring_soon: bool,
+    pub expired: bool,
+}
+
+impl RoleExpiry {
+    pub fn view(&self, now: i64) -> RoleView {
+        RoleView {
+            role: self.role.clone(),
+            version: self.version,
+            expires_at: self.expires_at,
+            expires: jiff::Timestamp::from_second(self.expires_at)
+                .map_or_else(|_| self.expires_at.to_string(), |t| t.to_string()),
+            expiring_soon: self.expiring_soon(now),
+            expired: self.expired(now),
+        }
+    }
+}
+
 /// The earliest-expiring role of each publisher.
 pub fn earliest_by_publisher(roles: &[RoleExpiry]) -> HashMap<&str, &RoleExpiry> {
     let mut out: HashMap<&str, &RoleExpiry> = HashMap::new();

@@ -9,7 +9,9 @@
 //! - `GET /api/v1/publishers/P/role[?bin=P.x]` — P's current role metadata (or one of
 //!   its hashed bins), to sign the next one;
 //! - `POST /api/v1/publishers/P/role` — the same targets re-signed (renewal, new keys);
-//! - `GET /api/v1/publishers/me` — which publisher a bearer token belongs to;
+//! - `GET /api/v1/publishers/me` — which publisher a bearer token belongs to, the role
+//!   lifetimes the server accepts and when its roles expire;
+//! - `GET /api/v1/publishers` — every publisher: suspended or not, its roles' expiry;
 //! - `/tuf/targets/PUBLISHER/NAME/HASH.VERSION.yaml` — immutable definition bytes (also
 //!   as `HASH.PUBLISHER/NAME/VERSION.yaml`, the layout tough's client requests).
 
@@ -31,6 +33,7 @@ pub fn router() -> axum::Router<AppState> {
     axum::Router::new()
         .route("/tuf/metadata/{file}", get(metadata))
         .route("/tuf/targets/{publisher}/{name}/{file}", get(target))
+        .route("/api/v1/publishers", get(publishers))
         .route("/api/v1/publishers/me", get(whoami))
         .route(
             "/api/v1/publishers/{publisher}/role",
@@ -475,7 +478,61 @@ async fn whoami(
     headers: HeaderMap,
 ) -> Result<axum::Json<serde_json::Value>, HttpError> {
     let publisher = authenticate(&state, client, &headers, None).await?;
-    Ok(axum::Json(serde_json::json!({ "publisher": publisher })))
+    let lifetimes = state
+        .signer
+        .as_ref()
+        .map_or_else(super::verify::RoleLifetimes::default, |s| s.lifetimes);
+    let suspended = state
+        .store
+        .publisher(&publisher)
+        .await?
+        .is_some_and(|p| p.suspended_at.is_some());
+    let now = crate::clock::now();
+    let roles: Vec<_> = super::expiry::publisher_roles(&state.store)
+        .await?
+        .into_iter()
+        .filter(|r| r.publisher == publisher)
+        .map(|r| r.view(now))
+        .collect();
+    Ok(axum::Json(serde_json::json!({
+        "publisher": publisher,
+        "suspended": suspended,
+        // What the server accepts, so tools check `--expires` before signing.
+        "role_lifetime": {
+            "min_seconds": lifetimes.min.as_secs(),
+            "max_seconds": lifetimes.max.as_secs(),
+        },
+        "roles": roles,
+    })))
+}
+
+/// Every registered publisher: suspended or not, and its roles' expiry (earliest
+/// first), so operators and monitoring see an expiry coming.
+async fn publishers(
+    State(state): State<AppState>,
+) -> Result<axum::Json<serde_json::Value>, HttpError> {
+    let now = crate::clock::now();
+    let roles = super::expiry::publisher_roles(&state.store).await?;
+    let items: Vec<serde_json::Value> = state
+        .store
+        .publisher_list()
+        .await?
+        .into_iter()
+        .map(|p| {
+            let mine: Vec<_> = roles
+                .iter()
+                .filter(|r| r.publisher == p.name)
+                .map(|r| r.view(now))
+                .collect();
+            serde_json::json!({
+                "name": p.name,
+                "suspended": p.suspended_at.is_some(),
+                "expiring_soon": mine.iter().any(|r| r.expiring_soon),
+                "roles": mine,
+            })
+        })
+        .collect();
+    Ok(axum::Json(serde_json::json!({ "items": items })))
 }
 
 fn unauthorized(message: &str) -> HttpError {

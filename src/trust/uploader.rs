@@ -36,6 +36,14 @@ pub enum UploadError {
     Protocol(String),
     #[error("{0} has published nothing yet")]
     NothingPublished(String),
+    #[error(
+        "--expires {given} is outside what this marketplace accepts: roles valid for between {min} and {max} (with 10 seconds to spare for the upload)"
+    )]
+    Lifetime {
+        given: String,
+        min: String,
+        max: String,
+    },
     #[error(transparent)]
     Trust(#[from] TrustError),
     #[error(
@@ -88,6 +96,27 @@ pub struct PublisherClient {
     token: String,
     publisher: String,
     retry: RetryPolicy,
+    account: Account,
+}
+
+/// What the marketplace says of the token's publisher (`GET /api/v1/publishers/me`).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+pub struct Account {
+    pub publisher: String,
+    #[serde(default)]
+    pub suspended: bool,
+    /// The role lifetimes the server accepts, in seconds (min, max).
+    #[serde(default)]
+    pub role_lifetime: Option<LifetimeRange>,
+    /// The publisher's delegated roles, earliest expiry first.
+    #[serde(default)]
+    pub roles: Vec<super::expiry::RoleView>,
+}
+
+#[derive(Debug, Clone, Copy, serde::Deserialize)]
+pub struct LifetimeRange {
+    pub min_seconds: u64,
+    pub max_seconds: u64,
 }
 
 impl PublisherClient {
@@ -100,24 +129,46 @@ impl PublisherClient {
             .user_agent(concat!("fundament-marketplace/", env!("CARGO_PKG_VERSION")))
             .build()?;
         let base = base.trim_end_matches('/').to_owned();
-        let who = json(
-            http.get(format!("{base}/api/v1/publishers/me"))
-                .bearer_auth(token)
-                .send()
-                .await?,
-        )
-        .await?;
-        let publisher = who["publisher"]
-            .as_str()
-            .ok_or_else(|| UploadError::Protocol("no publisher named for the token".into()))?
-            .to_owned();
+        let account = fetch_account(&http, &base, token).await?;
         Ok(PublisherClient {
             http,
             base,
             token: token.to_owned(),
-            publisher,
+            publisher: account.publisher.clone(),
             retry: RetryPolicy::default(),
+            account,
         })
+    }
+
+    /// The publisher's account as of [`PublisherClient::connect`] (or the last
+    /// [`PublisherClient::refresh_account`]).
+    pub fn account(&self) -> &Account {
+        &self.account
+    }
+
+    /// Asks the marketplace again (after an update, for the roles' new expiry).
+    pub async fn refresh_account(&mut self) -> Result<&Account, UploadError> {
+        self.account = fetch_account(&self.http, &self.base, &self.token).await?;
+        Ok(&self.account)
+    }
+
+    /// Refuses, before anything is signed, a role lifetime the marketplace would refuse.
+    pub fn check_lifetime(&self, lifetime: Duration) -> Result<(), UploadError> {
+        let Some(range) = self.account.role_lifetime else {
+            return Ok(());
+        };
+        // The role is signed now and judged on arrival (each retry signs afresh): keep
+        // a few seconds for the upload.
+        let secs = lifetime.as_secs();
+        if secs < range.min_seconds.saturating_add(10) || secs > range.max_seconds {
+            let human = |s: u64| crate::clock::human_duration(i64::try_from(s).unwrap_or(i64::MAX));
+            return Err(UploadError::Lifetime {
+                given: human(secs),
+                min: human(range.min_seconds),
+                max: human(range.max_seconds),
+            });
+        }
+        Ok(())
     }
 
     /// Retries updates on conflict with `retry` instead of the default (60 s).
@@ -326,6 +377,22 @@ fn random() -> u64 {
 
 fn text(signed: &[u8]) -> String {
     String::from_utf8_lossy(signed).into_owned()
+}
+
+async fn fetch_account(
+    http: &reqwest::Client,
+    base: &str,
+    token: &str,
+) -> Result<Account, UploadError> {
+    let who = json(
+        http.get(format!("{base}/api/v1/publishers/me"))
+            .bearer_auth(token)
+            .send()
+            .await?,
+    )
+    .await?;
+    serde_json::from_value(who)
+        .map_err(|e| UploadError::Protocol(format!("no publisher named for the token: {e}")))
 }
 
 /// A response body, at most [`MAX_RESPONSE_BYTES`].

@@ -87,7 +87,20 @@ async fn signed_index_page(State(state): State<AppState>) -> Result<SignedIndexP
     let bins = crate::trust::state::delegated_bins(&state.store)
         .await
         .map_err(HttpError::from)?;
-    Ok(SignedIndexPage::new(roles, &bins, crate::clock::now()))
+    let suspended = state
+        .store
+        .publisher_list()
+        .await?
+        .into_iter()
+        .filter(|p| p.suspended_at.is_some())
+        .map(|p| p.name)
+        .collect();
+    Ok(SignedIndexPage::new(
+        roles,
+        &bins,
+        &suspended,
+        crate::clock::now(),
+    ))
 }
 
 /// Fallback for unknown paths: JSON under `/api/`, an HTML page elsewhere.

@@ -467,6 +467,7 @@ impl SignedIndexPage {
     pub fn new(
         roles: Vec<crate::store::StoredMetadata>,
         bins: &std::collections::HashSet<String>,
+        suspended: &std::collections::HashSet<String>,
         now: i64,
     ) -> Self {
         let datetime = |ts: i64| {
@@ -515,9 +516,21 @@ impl SignedIndexPage {
             .map(|(m, bins)| {
                 let left = m.expires_at - now;
                 let lifetime = (m.expires_at - m.created_at).max(1);
-                let (class, status) = if left <= 0 {
+                let publisher = bins.as_ref().map_or(m.role.as_str(), |b| b.0.as_str());
+                let server_role =
+                    ["root", "targets", "snapshot", "timestamp"].contains(&m.role.as_str());
+                // The server re-signs its own roles at half their lifetime; a publisher's
+                // role is the publisher's to renew, so it is flagged a month ahead.
+                let soon = if server_role {
+                    left * 10 < lifetime
+                } else {
+                    left < crate::trust::expiry::WARN_WITHIN
+                };
+                let (class, status) = if !server_role && suspended.contains(publisher) {
+                    ("danger", "suspended by the operator".to_owned())
+                } else if left <= 0 {
                     ("danger", "expired".to_owned())
-                } else if left * 10 < lifetime {
+                } else if soon {
                     ("warn", format!("expires in {}", span(left)))
                 } else {
                     ("ok", format!("valid for {}", span(left)))

@@ -13,6 +13,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 
 pub type Files = HashMap<String, Vec<u8>>;
 
@@ -25,6 +26,10 @@ struct Inner {
     overrides: Mutex<Files>,
     target_requests: AtomicUsize,
     target_delay: Mutex<Duration>,
+    /// Every answer waits this long first.
+    delay: Mutex<Duration>,
+    /// Paths whose body is sent one byte at a time, this far apart.
+    trickle: Mutex<HashMap<String, Duration>>,
 }
 
 pub struct Mirror {
@@ -107,6 +112,25 @@ impl Mirror {
     pub fn delay_targets(&self, delay: Duration) {
         *self.inner.target_delay.lock().unwrap() = delay;
     }
+
+    /// Makes every answer wait `delay` before it starts (a slow link).
+    pub fn delay_all(&self, delay: Duration) {
+        *self.inner.delay.lock().unwrap() = delay;
+    }
+
+    /// Stops trickling.
+    pub fn set_trickle_off(&self) {
+        self.inner.trickle.lock().unwrap().clear();
+    }
+
+    /// Sends the body at `path` one byte per `every` (a server that trickles bytes).
+    pub fn trickle(&self, path: &str, every: Duration) {
+        self.inner
+            .trickle
+            .lock()
+            .unwrap()
+            .insert(path.to_owned(), every);
+    }
 }
 
 impl Drop for Mirror {
@@ -122,6 +146,17 @@ impl Drop for Mirror {
 
 async fn serve(State(inner): State<Arc<Inner>>, req: Request) -> Response {
     let path = req.uri().path().to_owned();
+    let delay = *inner.delay.lock().unwrap();
+    tokio::time::sleep(delay).await;
+    let trickle = inner.trickle.lock().unwrap().get(&path).copied();
+    if let Some(every) = trickle {
+        let bytes = vec![b' '; 64 * 1024];
+        let body = futures_util::stream::iter(bytes).then(move |b| async move {
+            tokio::time::sleep(every).await;
+            Ok::<_, std::io::Error>(axum::body::Bytes::from(vec![b]))
+        });
+        return Body::from_stream(body).into_response();
+    }
     if path.starts_with("/tuf/targets/") {
         inner.target_requests.fetch_add(1, Ordering::SeqCst);
         let delay = *inner.target_delay.lock().unwrap();

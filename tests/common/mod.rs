@@ -113,9 +113,15 @@ pub struct Server {
 
 impl Server {
     pub fn start(data_dir: &Path) -> Server {
+        Server::start_with(data_dir, &[])
+    }
+
+    /// [`Server::start`] with more `serve` arguments (operator settings).
+    pub fn start_with(data_dir: &Path, args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_marketplace"))
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
+            .args(args)
             .env("MARKETPLACE_LOG", "warn")
             .stdout(Stdio::piped())
             .spawn()
