@@ -166,27 +166,7 @@ async fn server_and_python_tuf_agree_on_every_signed_role() {
         SigningKey::generate().unwrap(),
         SigningKey::generate().unwrap(),
     );
-    let out = marketplace(&[
-        "publisher",
-        "add",
-        "duo",
-        "--key",
-        &k1.public().hex(),
-        "--key",
-        &k2.public().hex(),
-        "--threshold",
-        "2",
-        "--data-dir",
-        s.data.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", output_text(&out));
-    let duo_token = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .last()
-        .unwrap()
-        .trim()
-        .to_owned();
+    let duo_token = add_publisher(&s.data, "duo", &[&k1, &k2], 2);
     let server = Server::start(&s.data);
     let c = Client::new(&server.url);
     let acme_keys = [pem(dir.path(), "acme", &s.acme)];

@@ -307,28 +307,7 @@ async fn refuses_signatures_below_the_threshold() {
         SigningKey::generate().unwrap(),
         SigningKey::generate().unwrap(),
     );
-    let d = r.data.to_str().unwrap();
-    let out = marketplace(&[
-        "publisher",
-        "add",
-        "gamma",
-        "--key",
-        &k1.public().hex(),
-        "--key",
-        &k2.public().hex(),
-        "--threshold",
-        "2",
-        "--data-dir",
-        d,
-    ]);
-    assert!(out.status.success());
-    let gamma_token = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .last()
-        .unwrap()
-        .trim()
-        .to_owned();
+    let gamma_token = add_publisher(&r.data, "gamma", &[&k1, &k2], 2);
     let def = definition("storage", "gamma-disk", "1.0.0");
     let one = build_role(
         "gamma",

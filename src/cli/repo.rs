@@ -129,14 +129,19 @@ pub fn run(args: RepoArgs) -> anyhow::Result<()> {
     }
 }
 
-async fn export(a: ExportArgs) -> anyhow::Result<()> {
-    let db = a.data_dir.join(server::DATABASE_FILE);
+/// The database of an initialized data directory; never creates one.
+async fn open_existing(data_dir: &std::path::Path) -> anyhow::Result<Store> {
+    let db = data_dir.join(server::DATABASE_FILE);
     if !db.exists() {
-        anyhow::bail!("no marketplace database in {}", a.data_dir.display());
+        anyhow::bail!("no marketplace database in {}", data_dir.display());
     }
-    let store = Store::open(&db)
+    Store::open(&db)
         .await
-        .with_context(|| format!("opening database {}", db.display()))?;
+        .with_context(|| format!("opening database {}", db.display()))
+}
+
+async fn export(a: ExportArgs) -> anyhow::Result<()> {
+    let store = open_existing(&a.data_dir).await?;
     let result = crate::trust::export::export(&store, &a.dir).await;
     store.close().await;
     let done = result?;
@@ -214,13 +219,7 @@ async fn rotate(a: RotateArgs) -> anyhow::Result<()> {
     };
     let old = load(&a.old_root_keys)?;
     let new = load(&a.new_root_keys)?;
-    let db = a.data_dir.join(server::DATABASE_FILE);
-    if !db.exists() {
-        anyhow::bail!("no marketplace database in {}", a.data_dir.display());
-    }
-    let store = Store::open(&db)
-        .await
-        .with_context(|| format!("opening database {}", db.display()))?;
+    let store = open_existing(&a.data_dir).await?;
     let threshold = a.root_threshold.unwrap_or(new.len() as u64);
     let result = repo::rotate_root(
         &store,

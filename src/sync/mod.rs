@@ -2,7 +2,7 @@
 //! into its own database, merges it with the built-in definitions and each
 //! organization's sideloads, and answers "what may organization X install?".
 //!
-//! Layering: `round` verifies through `trust::client` (tough) and validates through
+//! Layering: `round` verifies through `trust::client` and validates through
 //! `definition`, then hands a complete, verified view to `store`; `store` and
 //! `sideload` never verify and never do HTTP; `merge`, `view` and `plan` are pure
 //! functions over what the store holds. [`Worker`] ties them together for a host

@@ -1,6 +1,6 @@
 //! The warm-round shortcut: when the marketplace's timestamp is the one already trusted,
 //! nothing it vouches for can have changed, so the round ends after two small requests
-//! instead of re-downloading every metadata file (tough has no conditional fetch).
+//! instead of re-downloading every metadata file (TUF has no conditional fetch).
 //!
 //! It never adds trust: it only decides that there is nothing new to verify. Any doubt
 //! (an error, a new root, a different timestamp, trusted metadata near expiry) falls

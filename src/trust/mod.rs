@@ -1,6 +1,9 @@
-//! Trust: ed25519 keys and the TUF repository the index is published as. Uses the
-//! `tough` crate for TUF types, canonical JSON and signatures rather than hand-written
-//! verification. Calls the store; nothing here knows about HTTP except `http`.
+//! Trust: ed25519 keys and the TUF repository the index is published as. Metadata is
+//! read into the `tough` crate's TUF schema types; signatures are made and checked over
+//! the canonical JSON of the bytes as served (`cjson`, `envelope`), with python-tuf as
+//! the referee in tests. Server side: `accept`, `roleset`, `verify`, `state`, `repo`,
+//! `suspend`, `export`, `expiry`; publisher side: `publish`, `uploader`, `retry`; client
+//! side: `client`. Calls the store; nothing here knows about HTTP except `http`.
 
 pub mod accept;
 pub mod bins;

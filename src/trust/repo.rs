@@ -121,7 +121,7 @@ pub async fn init(
     };
     let holder = KeyHolder::Root(root.clone());
     let signed_root = sign(root.clone(), &holder, &root_refs).await?;
-    // tough does not enforce the threshold when signing root (cross-signing needs that).
+    // Signing root does not enforce the threshold (cross-signing needs that): check it.
     root.verify_role(signed_root.signed())
         .map_err(|e| TrustError::Sign(e.to_string()))?;
 

@@ -96,6 +96,34 @@ pub fn setup_with(dir: &Path, init_args: &[&str]) -> Setup {
     }
 }
 
+/// `marketplace publisher add NAME` with `keys` and `threshold` on `data`; its token.
+pub fn add_publisher(data: &Path, name: &str, keys: &[&SigningKey], threshold: u64) -> String {
+    let mut args = vec!["publisher".to_owned(), "add".into(), name.into()];
+    for k in keys {
+        args.extend(["--key".into(), k.public().hex()]);
+    }
+    args.extend([
+        "--threshold".into(),
+        threshold.to_string(),
+        "--data-dir".into(),
+        data.to_str().unwrap().into(),
+    ]);
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = marketplace(&refs);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
 /// A built-in definition renamed and re-versioned: new bytes for `acme` to publish.
 pub fn definition(from: &str, name: &str, version: &str) -> Definition {
     let yaml = builtin_yaml(from);
