@@ -405,6 +405,24 @@ async fn clients_step_through_a_root_rotation() {
     // A client that trusted root 1 before the rotation, with its cache.
     let before = python_tuf(&server.url, &root_path, &dir.path().join("py"), &[&storage]);
     assert_eq!(before["root"], 1);
+    // And our own client, keeping what it trusts as the sync worker does.
+    use marketplace::trust::client::{Fetcher, Limits, TrustedState, refresh};
+    let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
+    let fetch = Fetcher::new(std::time::Duration::from_secs(10)).unwrap();
+    let ours = refresh(
+        &fetch,
+        &base,
+        TrustedState {
+            root: &first_root,
+            timestamp: None,
+            snapshot: None,
+        },
+        &Limits::default(),
+        marketplace::clock::now(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ours.root.typed.signed.version.get(), 1);
 
     // Rotate while the server runs: root-0 (current) and the new key both sign root 2.
     let new_key = dir.path().join("root-new.pem");
@@ -442,11 +460,25 @@ async fn clients_step_through_a_root_rotation() {
         assert_eq!(after["root"], 2, "{cache}");
         assert!(after["targets"][&storage].is_object());
     }
-    let base = url::Url::parse(&format!("{}/", server.url)).unwrap();
     let repo = common::tough::load(&first_root, &base, &dir.path().join("tough"))
         .await
         .unwrap();
     assert_eq!(repo.root().signed.version.get(), 2);
+    let after = refresh(
+        &fetch,
+        &base,
+        TrustedState {
+            root: &ours.root.bytes,
+            timestamp: Some(&ours.timestamp.bytes),
+            snapshot: Some(&ours.snapshot.bytes),
+        },
+        &Limits::default(),
+        marketplace::clock::now(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(after.root.typed.signed.version.get(), 2);
+    assert!(after.publishers[0].outcome.is_ok());
 
     // A rotation without the current root key (root-0 is no longer a root key) is
     // refused before anything is stored.

@@ -153,6 +153,14 @@ pub async fn refresh(
         .delegations
         .clone()
         .unwrap_or_else(Delegations::new);
+    let mut names = std::collections::HashSet::new();
+    if let Some(twice) = delegations.roles.iter().find(|r| !names.insert(&r.name)) {
+        // python-tuf refuses such targets metadata outright.
+        return Err(ClientError::new(
+            Failure::InvalidMetadata,
+            format!("targets delegates to {} twice", twice.name),
+        ));
+    }
     // The futures are built first: a stream mapping borrowed roles to futures would not
     // be `Send` for every lifetime, which spawning the round requires.
     let pending: Vec<_> = delegations
