@@ -317,6 +317,7 @@ async fn slow_trickling_and_oversized_answers_are_cut_off() {
     let started = Instant::now();
     refused(&config, &api, &reader, "timeout", 9).await;
     let took = started.elapsed();
+    eprintln!("a trickling timestamp.json: the round gave up after {took:.1?} (requestTimeout 2s)");
     assert!(took < Duration::from_secs(15), "{took:?}");
     let s = api.source_status("main").await;
     assert!(
@@ -338,7 +339,12 @@ async fn slow_trickling_and_oversized_answers_are_cut_off() {
     mirror.thaw();
     mirror.set_trickle_off();
     mirror.delay_all(Duration::from_millis(1200));
+    let started = Instant::now();
     refused(&config, &api, &reader, "timeout", 9).await;
+    eprintln!(
+        "every answer 1.2 s late: the round gave up after {:.1?} (roundTimeout 3s)",
+        started.elapsed()
+    );
     let s = api.source_status("main").await;
     assert!(
         s["lastError"]

@@ -153,7 +153,9 @@ async fn keep_index_fresh(store: Store, signer: std::sync::Arc<Signer>) {
             Err(e) => tracing::error!(error = %e, "re-signing metadata failed; retrying next tick"),
         }
         match crate::trust::expiry::publisher_roles(&store).await {
-            Ok(roles) => warned.log(&roles, now),
+            Ok(roles) => {
+                warned.log(&roles, now);
+            }
             Err(e) => tracing::error!(error = %e, "reading publisher role expiries failed"),
         }
     }

@@ -118,13 +118,16 @@ pub struct Warnings {
 }
 
 impl Warnings {
-    pub fn log(&mut self, roles: &[RoleExpiry], now: i64) {
+    /// Logs what is due at `now`; returns the roles it warned about.
+    pub fn log(&mut self, roles: &[RoleExpiry], now: i64) -> Vec<String> {
+        let mut warned = Vec::new();
         for r in roles.iter().filter(|r| r.expiring_soon(now)) {
             let key = (r.role.clone(), r.version);
             if self.last.get(&key).is_some_and(|t| now - t < LOG_EVERY) {
                 continue;
             }
             self.last.insert(key, now);
+            warned.push(r.role.clone());
             let expires = jiff::Timestamp::from_second(r.expires_at)
                 .map_or_else(|_| r.expires_at.to_string(), |t| t.to_string());
             if r.expired(now) {
@@ -145,5 +148,43 @@ impl Warnings {
             roles.iter().map(|r| (r.role.as_str(), r.version)).collect();
         self.last
             .retain(|(role, version), _| current.contains(&(role.as_str(), *version)));
+        warned
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn role(role: &str, version: u64, expires_at: i64) -> RoleExpiry {
+        RoleExpiry {
+            publisher: role.split('.').next().unwrap().to_owned(),
+            role: role.to_owned(),
+            version,
+            expires_at,
+        }
+    }
+
+    #[test]
+    fn warns_a_month_ahead_once_a_day_per_role_version() {
+        let now = 1_000_000_000;
+        let roles = vec![
+            role("acme", 3, now + 5 * 86_400),
+            role("acme.0", 7, now - 10),
+            role("beta", 1, now + 300 * 86_400),
+        ];
+        let mut w = Warnings::default();
+        assert_eq!(w.log(&roles, now), ["acme", "acme.0"]);
+        assert!(
+            w.log(&roles, now + 3600).is_empty(),
+            "not again the same day"
+        );
+        assert_eq!(w.log(&roles, now + 86_400), ["acme", "acme.0"]);
+        // A renewed role (next version, a year away) is not warned about.
+        let renewed = vec![role("acme", 4, now + 365 * 86_400), roles[1].clone()];
+        assert!(w.log(&renewed, now + 86_401).is_empty());
+        assert_eq!(w.last.len(), 1, "forgets roles no longer current");
+        assert!(RoleExpiry::expiring_soon(&roles[0], now) && !roles[0].expired(now));
+        assert!(roles[1].expired(now));
     }
 }
