@@ -11,6 +11,7 @@
 //! every file has a size cap per role kind and every request a deadline. tough's schema
 //! types are still what the metadata is read into; python-tuf is the referee in tests.
 
+mod delegated; // each publisher's roles and bins, apart
 mod fetch;
 mod refresh;
 
