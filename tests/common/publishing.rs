@@ -61,32 +61,9 @@ pub fn setup_with(dir: &Path, init_args: &[&str]) -> Setup {
         .success()
     );
     let acme = SigningKey::generate().unwrap();
-    let token = |name: &str, key: &SigningKey| {
-        let out = marketplace(&[
-            "publisher",
-            "add",
-            name,
-            "--key",
-            &key.public().hex(),
-            "--data-dir",
-            d,
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .last()
-            .unwrap()
-            .trim()
-            .to_owned()
-    };
-    let acme_token = token("acme", &acme);
+    let acme_token = add_publisher(&data, "acme", &[&acme], 1);
     let beta = SigningKey::generate().unwrap();
-    let beta_token = token("beta", &beta);
+    let beta_token = add_publisher(&data, "beta", &[&beta], 1);
     Setup {
         data,
         acme,
