@@ -16,6 +16,8 @@ use crate::trust::verify::RoleLifetimes;
 /// How often the server checks whether metadata needs re-signing; far shorter than the
 /// shortest lifetime (one minute), so nothing expires between checks.
 const REFRESH_EVERY: std::time::Duration = std::time::Duration::from_secs(20);
+/// How often publisher role expiries are looked at for the log (seconds).
+const EXPIRY_SCAN_EVERY: i64 = 3600;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -120,11 +122,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
 /// The serving loop's background task: every [`REFRESH_EVERY`], re-signs the server's
 /// roles past half their lifetime (targets, snapshot, timestamp, the built-in
-/// publisher's) and warns about publisher roles close to expiry. Failures are logged
+/// publisher's) and, hourly, warns about publisher roles close to expiry. Failures are logged
 /// here, where they are handled, and retried on the next tick.
 async fn keep_index_fresh(store: Store, signer: std::sync::Arc<Signer>) {
     let mut tick = tokio::time::interval(REFRESH_EVERY);
     let mut warned = crate::trust::expiry::Warnings::default();
+    let mut last_expiry_scan: Option<i64> = None;
     loop {
         tick.tick().await;
         let now = crate::clock::now();
@@ -152,11 +155,16 @@ async fn keep_index_fresh(store: Store, signer: std::sync::Arc<Signer>) {
             }
             Err(e) => tracing::error!(error = %e, "re-signing metadata failed; retrying next tick"),
         }
-        match crate::trust::expiry::publisher_roles(&store).await {
-            Ok(roles) => {
-                warned.log(&roles, now);
+        // Warnings are repeated daily and look a month ahead: an hourly look is plenty,
+        // and spares a read of every publisher's role on each tick.
+        if last_expiry_scan.is_none_or(|t| now - t >= EXPIRY_SCAN_EVERY) {
+            last_expiry_scan = Some(now);
+            match crate::trust::expiry::publisher_roles(&store).await {
+                Ok(roles) => {
+                    warned.log(&roles, now);
+                }
+                Err(e) => tracing::error!(error = %e, "reading publisher role expiries failed"),
             }
-            Err(e) => tracing::error!(error = %e, "reading publisher role expiries failed"),
         }
     }
 }

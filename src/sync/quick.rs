@@ -12,9 +12,6 @@ use url::Url;
 use super::store::Trusted;
 use crate::trust::client::Fetcher;
 
-/// timestamp.json is a few hundred bytes; anything near this is not one.
-const MAX_TIMESTAMP_BYTES: usize = 64 * 1024;
-
 /// Whether the marketplace offers exactly what `trusted` already holds.
 pub async fn unchanged(fetcher: &Fetcher, base: &Url, trusted: &Trusted, now: i64) -> bool {
     // Past the earliest expiry, the full round must run (and refuse, if nothing was
@@ -36,7 +33,8 @@ pub async fn unchanged(fetcher: &Fetcher, base: &Url, trusted: &Trusted, now: i6
     };
     let (root, theirs) = tokio::join!(
         fetcher.get(next_root, crate::trust::client::MAX_RESPONSE_BYTES),
-        fetcher.get(timestamp, MAX_TIMESTAMP_BYTES)
+        // The full round's cap: a larger file falls through and is reported there.
+        fetcher.get(timestamp, crate::trust::client::Limits::default().timestamp)
     );
     // A new root (rotation) goes through the full round, as TUF requires.
     if !matches!(root, Ok(None)) {

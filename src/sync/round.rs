@@ -223,6 +223,8 @@ async fn round(
             Err(e) => {
                 tracing::warn!(source = %source.name, publisher = %publisher.name, reason = %Reason::from(e.kind), error = %e.message,
                     "a publisher's roles failed verification; its last good definitions stay");
+                // `since` and the count are this round's; the store keeps the first
+                // round's `since` and counts up while the failure lasts.
                 failing.push(PublisherFailure {
                     publisher: publisher.name.clone(),
                     reason: Reason::from(e.kind).as_str().to_owned(),

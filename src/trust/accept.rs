@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use tough::schema::{Delegations, KeyHolder, Signed, Snapshot, Targets};
+use tough::schema::{Delegations, Signed, Snapshot, Targets};
 
-use super::metadata::{expiry, metafile, publisher_delegation, sign, stored, version};
+use super::metadata::{metafile, publisher_delegation};
 use super::publish::delegations_for;
 use super::publishers::Delegation;
 use super::roleset::{CurrentRoles, Registered, RoleUpload, Verified, verify_set};
@@ -216,7 +216,6 @@ async fn signed_files(
     now: i64,
 ) -> Result<(Vec<StoredMetadata>, u64), AcceptError> {
     let name = &publisher.name;
-    let holder = KeyHolder::Root(state.root.signed.signed.clone());
     let mut files = Vec::new();
     let mut snapshot_meta = state.snapshot.signed.signed.meta.clone();
     for (role_name, role, bytes) in roles {
@@ -242,11 +241,7 @@ async fn signed_files(
         // The delegation enters targets together with the role it names (first publish),
         // or moves to the keys `publisher rotate-key` registered, together with the role
         // re-signed by them: clients never see a role its delegation does not verify.
-        let n = state.targets.stored.version + 1;
-        let expires = expiry(now, state.targets.lifetime());
         let mut targets = state.targets.signed.signed.clone();
-        targets.version = version(n);
-        targets.expires = expires;
         let d = targets.delegations.get_or_insert_with(Delegations::new);
         match d.roles.iter_mut().find(|r| &r.name == name) {
             Some(r) => *r = wanted,
@@ -263,9 +258,9 @@ async fn signed_files(
             .flat_map(|r| r.keyids.iter().cloned())
             .collect();
         d.keys.retain(|id, _| used.contains(id));
-        let signed = sign(targets, &holder, &[&keys.targets]).await?;
-        snapshot_meta.insert("targets.json".into(), metafile(n, signed.buffer()));
-        files.push(stored("targets", n, now, expires, &signed));
+        let (file, entry) = super::state::next_targets(keys, state, targets, now).await?;
+        snapshot_meta.insert("targets.json".into(), entry);
+        files.push(file);
     }
     let (published, snapshot_version) =
         super::state::sign_snapshot_and_timestamp(keys, state, snapshot_meta, now).await?;

@@ -47,7 +47,7 @@ pub async fn publisher_roles(store: &Store) -> Result<Vec<RoleExpiry>, TrustErro
         .iter()
         .flat_map(|d| d.roles.iter().map(|r| r.name.clone()))
         .collect();
-    let bins = super::state::delegated_bins(store).await?;
+    let bins = super::state::bins_of(store, &state).await?;
     let mut out: Vec<RoleExpiry> = store
         .metadata_overview()
         .await?

@@ -1,13 +1,15 @@
-//! The current signed state of the repository, and re-signing it before it expires.
-//! Publishing (next) reuses the same read-modify-commit cycle: read the newest verified
+//! The current signed state of the repository, the server's next targets, snapshot and
+//! timestamp, and re-signing them before they expire. Publishing, suspension and
+//! re-signing share the same read-modify-commit cycle: read the newest verified
 //! metadata, build new versions, store them in one transaction that fails if another
 //! writer got there first.
 
+use std::collections::HashMap;
 use std::path::Path;
 
-use tough::schema::{KeyHolder, Root, Signed, Snapshot, Targets, Timestamp};
+use tough::schema::{KeyHolder, Metafile, Root, Signed, Snapshot, Targets, Timestamp};
 
-use super::metadata::{expiry, metafile, sign, stored, version};
+use super::metadata::{SPEC_VERSION, expiry, metafile, sign, stored, version};
 use super::repo::keys_dir;
 use super::{SigningKey, TrustError};
 use crate::store::{Store, StoreError, StoredMetadata};
@@ -156,10 +158,18 @@ pub async fn current(store: &Store) -> Result<Option<State>, TrustError> {
 pub async fn delegated_bins(
     store: &Store,
 ) -> Result<std::collections::HashSet<String>, TrustError> {
+    match current(store).await? {
+        Some(state) => bins_of(store, &state).await,
+        None => Ok(Default::default()),
+    }
+}
+
+/// [`delegated_bins`] of an already loaded `state`.
+pub async fn bins_of(
+    store: &Store,
+    state: &State,
+) -> Result<std::collections::HashSet<String>, TrustError> {
     let mut bins = std::collections::HashSet::new();
-    let Some(state) = current(store).await? else {
-        return Ok(bins);
-    };
     let publishers = state
         .targets
         .signed
@@ -177,56 +187,73 @@ pub async fn delegated_bins(
     Ok(bins)
 }
 
+/// `targets` signed as the next targets version: the file to store and its snapshot
+/// entry. Every change of targets (re-signing, a delegation entering or moving,
+/// suspension) goes through here.
+pub async fn next_targets(
+    keys: &OnlineKeys,
+    state: &State,
+    mut targets: Targets,
+    now: i64,
+) -> Result<(StoredMetadata, Metafile), TrustError> {
+    let holder = KeyHolder::Root(state.root.signed.signed.clone());
+    let n = state.targets.stored.version + 1;
+    let expires = expiry(now, state.targets.lifetime());
+    targets.version = version(n);
+    targets.expires = expires;
+    let signed = sign(targets, &holder, &[&keys.targets]).await?;
+    let entry = metafile(n, signed.buffer());
+    Ok((stored("targets", n, now, expires, &signed), entry))
+}
+
+/// The next snapshot, listing `meta`.
+async fn next_snapshot(
+    keys: &OnlineKeys,
+    state: &State,
+    meta: HashMap<String, Metafile>,
+    now: i64,
+) -> Result<StoredMetadata, TrustError> {
+    let holder = KeyHolder::Root(state.root.signed.signed.clone());
+    let n = state.snapshot.stored.version + 1;
+    let expires = expiry(now, state.snapshot.lifetime());
+    let mut snapshot = Snapshot::new(SPEC_VERSION.into(), version(n), expires);
+    snapshot.meta = meta;
+    let signed = sign(snapshot, &holder, &[&keys.snapshot]).await?;
+    Ok(stored("snapshot", n, now, expires, &signed))
+}
+
+/// The next timestamp, naming `snapshot`.
+async fn next_timestamp(
+    keys: &OnlineKeys,
+    state: &State,
+    snapshot: &StoredMetadata,
+    now: i64,
+) -> Result<StoredMetadata, TrustError> {
+    let holder = KeyHolder::Root(state.root.signed.signed.clone());
+    let n = state.timestamp.stored.version + 1;
+    let expires = expiry(now, state.timestamp.lifetime());
+    let mut timestamp = Timestamp::new(SPEC_VERSION.into(), version(n), expires);
+    timestamp.meta.insert(
+        "snapshot.json".into(),
+        metafile(snapshot.version, &snapshot.bytes),
+    );
+    let signed = sign(timestamp, &holder, &[&keys.timestamp]).await?;
+    Ok(stored("timestamp", n, now, expires, &signed))
+}
+
 /// The next snapshot (listing `meta`) and the timestamp naming it, signed with the
 /// online keys: what every change to the index is published with. Returns the files to
 /// store and the new snapshot version.
 pub async fn sign_snapshot_and_timestamp(
     keys: &OnlineKeys,
     state: &State,
-    meta: std::collections::HashMap<String, tough::schema::Metafile>,
+    meta: HashMap<String, Metafile>,
     now: i64,
 ) -> Result<(Vec<StoredMetadata>, u64), TrustError> {
-    let holder = KeyHolder::Root(state.root.signed.signed.clone());
-    let snapshot_version = state.snapshot.stored.version + 1;
-    let snapshot_expires = expiry(now, state.snapshot.lifetime());
-    let mut snapshot = Snapshot::new(
-        super::metadata::SPEC_VERSION.into(),
-        version(snapshot_version),
-        snapshot_expires,
-    );
-    snapshot.meta = meta;
-    let signed_snapshot = sign(snapshot, &holder, &[&keys.snapshot]).await?;
-    let timestamp_version = state.timestamp.stored.version + 1;
-    let timestamp_expires = expiry(now, state.timestamp.lifetime());
-    let mut timestamp = Timestamp::new(
-        super::metadata::SPEC_VERSION.into(),
-        version(timestamp_version),
-        timestamp_expires,
-    );
-    timestamp.meta.insert(
-        "snapshot.json".into(),
-        metafile(snapshot_version, signed_snapshot.buffer()),
-    );
-    let signed_timestamp = sign(timestamp, &holder, &[&keys.timestamp]).await?;
-    Ok((
-        vec![
-            stored(
-                "snapshot",
-                snapshot_version,
-                now,
-                snapshot_expires,
-                &signed_snapshot,
-            ),
-            stored(
-                "timestamp",
-                timestamp_version,
-                now,
-                timestamp_expires,
-                &signed_timestamp,
-            ),
-        ],
-        snapshot_version,
-    ))
+    let snapshot = next_snapshot(keys, state, meta, now).await?;
+    let timestamp = next_timestamp(keys, state, &snapshot, now).await?;
+    let version = snapshot.version;
+    Ok((vec![snapshot, timestamp], version))
 }
 
 /// `targets` signed as the next targets version, with the snapshot and timestamp that
@@ -234,18 +261,13 @@ pub async fn sign_snapshot_and_timestamp(
 pub async fn sign_targets(
     keys: &OnlineKeys,
     state: &State,
-    mut targets: Targets,
+    targets: Targets,
     now: i64,
 ) -> Result<Vec<StoredMetadata>, TrustError> {
-    let holder = KeyHolder::Root(state.root.signed.signed.clone());
-    let n = state.targets.stored.version + 1;
-    let expires = expiry(now, state.targets.lifetime());
-    targets.version = version(n);
-    targets.expires = expires;
-    let signed = sign(targets, &holder, &[&keys.targets]).await?;
+    let (file, entry) = next_targets(keys, state, targets, now).await?;
     let mut meta = state.snapshot.signed.signed.meta.clone();
-    meta.insert("targets.json".into(), metafile(n, signed.buffer()));
-    let mut files = vec![stored("targets", n, now, expires, &signed)];
+    meta.insert("targets.json".into(), entry);
+    let mut files = vec![file];
     files.extend(sign_snapshot_and_timestamp(keys, state, meta, now).await?.0);
     Ok(files)
 }
@@ -264,56 +286,25 @@ pub async fn refresh(store: &Store, keys: &OnlineKeys, now: i64) -> Result<Refre
     let Some(state) = current(store).await? else {
         return Ok(Refreshed::default());
     };
-    let holder = KeyHolder::Root(state.root.signed.signed.clone());
     let mut files = Vec::new();
     let mut done = Refreshed::default();
-
-    let mut snapshot_meta = state.snapshot.signed.signed.meta.clone();
     if state.targets.due(now) {
-        let n = state.targets.stored.version + 1;
-        let expires = expiry(now, state.targets.lifetime());
-        let mut targets = state.targets.signed.signed.clone();
-        targets.version = version(n);
-        targets.expires = expires;
-        let signed = sign(targets, &holder, &[&keys.targets]).await?;
-        snapshot_meta.insert("targets.json".into(), metafile(n, signed.buffer()));
-        files.push(stored("targets", n, now, expires, &signed));
-        done.targets = Some(n);
+        files = sign_targets(keys, &state, state.targets.signed.signed.clone(), now).await?;
+    } else if state.snapshot.due(now) {
+        let meta = state.snapshot.signed.signed.meta.clone();
+        files = sign_snapshot_and_timestamp(keys, &state, meta, now)
+            .await?
+            .0;
+    } else if state.timestamp.due(now) {
+        files.push(next_timestamp(keys, &state, &state.snapshot.stored, now).await?);
     }
-    let (snapshot_version, snapshot_bytes) = if done.targets.is_some() || state.snapshot.due(now) {
-        let n = state.snapshot.stored.version + 1;
-        let expires = expiry(now, state.snapshot.lifetime());
-        let mut snapshot = Snapshot::new(
-            state.snapshot.signed.signed.spec_version.clone(),
-            version(n),
-            expires,
-        );
-        snapshot.meta = snapshot_meta;
-        let signed = sign(snapshot, &holder, &[&keys.snapshot]).await?;
-        files.push(stored("snapshot", n, now, expires, &signed));
-        done.snapshot = Some(n);
-        (n, signed.buffer().clone())
-    } else {
-        (
-            state.snapshot.stored.version,
-            state.snapshot.stored.bytes.clone(),
-        )
-    };
-    if done.snapshot.is_some() || state.timestamp.due(now) {
-        let n = state.timestamp.stored.version + 1;
-        let expires = expiry(now, state.timestamp.lifetime());
-        let mut timestamp = Timestamp::new(
-            state.timestamp.signed.signed.spec_version.clone(),
-            version(n),
-            expires,
-        );
-        timestamp.meta.insert(
-            "snapshot.json".into(),
-            metafile(snapshot_version, &snapshot_bytes),
-        );
-        let signed = sign(timestamp, &holder, &[&keys.timestamp]).await?;
-        files.push(stored("timestamp", n, now, expires, &signed));
-        done.timestamp = Some(n);
+    for f in &files {
+        let slot = match f.role.as_str() {
+            "targets" => &mut done.targets,
+            "snapshot" => &mut done.snapshot,
+            _ => &mut done.timestamp,
+        };
+        *slot = Some(f.version);
     }
     if files.is_empty() {
         return Ok(done);

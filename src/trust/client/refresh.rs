@@ -112,16 +112,13 @@ pub async fn refresh(
     trusted_root
         .verify_by_root(&trusted_root.typed.signed, RoleType::Root)
         .map_err(|e| bad_signature(&e))?;
+    let original_roles = trusted_root.typed.signed.roles.clone();
     let root = c.update_root(trusted_root).await?;
     // TUF 5.3.11: after a rotation of the timestamp or snapshot keys, the old timestamp
     // and snapshot no longer prove anything (they may be what a fast-forward attack left).
-    let original = verified::<Root>("trusted root", trusted.root)?
-        .envelope
-        .typed
-        .signed;
     let rotated = [RoleType::Timestamp, RoleType::Snapshot]
         .iter()
-        .any(|r| original.roles.get(r) != root.typed.signed.roles.get(r));
+        .any(|r| original_roles.get(r) != root.typed.signed.roles.get(r));
     let (old_timestamp, old_snapshot) = if rotated {
         (None, None)
     } else {
