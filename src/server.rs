@@ -1,32 +1,8 @@
-//! Running the HTTP server: data directory, request limits, per-request tracing and
-//! graceful shutdown.
+//! Running an HTTP server: the data directory, serving a router on a listener, and
+//! graceful shutdown. What the routes are and their limits is `api`'s business.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-use axum::extract::{MatchedPath, Request};
-use axum::http::{HeaderName, HeaderValue, StatusCode};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
-use tower_http::set_header::SetResponseHeaderLayer;
-use tower_http::timeout::TimeoutLayer;
-use tower_http::trace::TraceLayer;
-use tracing::Span;
-
-use crate::http::HttpError;
-
-/// The largest request body accepted, except on the publisher write routes.
-pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
-/// Publisher write routes (`POST /api/v1/publishers/...`) carry the publisher's whole
-/// signed role, which grows with its targets (about 600 bytes each). The same cap as
-/// clients apply to metadata they download (`trust::client::MAX_RESPONSE_BYTES`); those
-/// handlers read the body only after checking the token.
-pub const MAX_PUBLISH_BODY_BYTES: usize = 16 * 1024 * 1024;
-/// Total size of all request headers.
-pub const MAX_HEADER_BYTES: usize = 16 * 1024;
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 pub const DATABASE_FILE: &str = "marketplace.db";
 
@@ -43,99 +19,6 @@ pub fn prepare_data_dir(dir: &Path) -> std::io::Result<PathBuf> {
         }
     }
     Ok(dir.join(DATABASE_FILE))
-}
-
-/// Middleware applied to every route. The last layer added runs first: tracing sees
-/// every request, including those the limits refuse.
-pub fn with_layers<S: Clone + Send + Sync + 'static>(router: axum::Router<S>) -> axum::Router<S> {
-    let header = |name: &'static str, value: &'static str| {
-        SetResponseHeaderLayer::if_not_present(
-            HeaderName::from_static(name),
-            HeaderValue::from_static(value),
-        )
-    };
-    router
-        // Pages use no scripts, so the policy can forbid them outright.
-        .layer(header("content-security-policy", CONTENT_SECURITY_POLICY))
-        .layer(header("x-content-type-options", "nosniff"))
-        .layer(header("referrer-policy", "no-referrer"))
-        .layer(header("x-frame-options", "DENY"))
-        .layer(middleware::from_fn(limit_headers))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::SERVICE_UNAVAILABLE,
-            REQUEST_TIMEOUT,
-        ))
-        .layer(middleware::from_fn(limit_body))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(make_span)
-                .on_request(())
-                .on_response(on_response)
-                .on_failure(()),
-        )
-}
-
-fn make_span<B>(req: &axum::http::Request<B>) -> Span {
-    // The matched route, not the raw path: bounded cardinality, no user input in logs.
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or("unmatched", MatchedPath::as_str);
-    tracing::info_span!("request", method = %req.method(), route, status = tracing::field::Empty, latency_ms = tracing::field::Empty)
-}
-
-fn on_response<B>(res: &axum::http::Response<B>, latency: Duration, span: &Span) {
-    span.record("status", res.status().as_u16());
-    span.record("latency_ms", latency.as_secs_f64() * 1000.0);
-    tracing::info!("response");
-}
-
-async fn limit_headers(req: Request, next: Next) -> Response {
-    let size: usize = req
-        .headers()
-        .iter()
-        .map(|(k, v)| k.as_str().len() + v.len() + 4)
-        .sum::<usize>()
-        + req.uri().to_string().len();
-    if size > MAX_HEADER_BYTES {
-        return HttpError::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "headers_too_large",
-            format!("request line and headers exceed {MAX_HEADER_BYTES} bytes"),
-        )
-        .into_response();
-    }
-    next.run(req).await
-}
-
-/// Refuses a declared length over the route's limit before reading anything, and caps
-/// what is read of a body without one (chunked) at the same limit.
-async fn limit_body(req: Request, next: Next) -> Response {
-    let limit = if req.method() == axum::http::Method::POST
-        && req.uri().path().starts_with("/api/v1/publishers/")
-    {
-        MAX_PUBLISH_BODY_BYTES
-    } else {
-        MAX_BODY_BYTES
-    };
-    let declared = req
-        .headers()
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return too_large(limit).into_response();
-    }
-    next.run(req.map(|b| axum::body::Body::new(http_body_util::Limited::new(b, limit))))
-        .await
-}
-
-pub(crate) fn too_large(limit: usize) -> HttpError {
-    HttpError::new(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "payload_too_large",
-        format!("the request body exceeds {limit} bytes"),
-    )
 }
 
 /// Serves until SIGINT or SIGTERM, then stops accepting and lets in-flight requests end.

@@ -23,9 +23,10 @@ const PUBLISHER_BURST: usize = 30;
 async fn with_acme() -> (AppState, String) {
     let s = state().await;
     let key = SigningKey::generate().unwrap();
-    let token = marketplace::trust::publishers::add(&s.store, "acme", &[key.public()], 1, NOW)
-        .await
-        .unwrap();
+    let token =
+        marketplace::trust::server::publishers::add(&s.store, "acme", &[key.public()], 1, NOW)
+            .await
+            .unwrap();
     (s, token)
 }
 
@@ -158,9 +159,10 @@ async fn valid_tokens_spend_no_budget() {
     }
     // Another publisher's token is a refusal (403), not a failed authentication.
     let key = SigningKey::generate().unwrap();
-    let beta = marketplace::trust::publishers::add(&s.store, "beta", &[key.public()], 1, NOW)
-        .await
-        .unwrap();
+    let beta =
+        marketplace::trust::server::publishers::add(&s.store, "beta", &[key.public()], 1, NOW)
+            .await
+            .unwrap();
     for _ in 0..2 * ADDRESS_BURST {
         let r = Call::publish(Some("192.0.2.1"), &beta).send(&s).await;
         assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.body);

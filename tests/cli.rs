@@ -190,7 +190,7 @@ fn publisher_add_prints_a_token_once_and_stores_only_its_hash() {
         !hay.windows(token.len()).any(|w| w == token.as_bytes()),
         "plain token stored"
     );
-    let hash = marketplace::trust::publishers::token_hash(&token);
+    let hash = marketplace::trust::server::publishers::token_hash(&token);
     assert!(hay.windows(hash.len()).any(|w| w == hash.as_bytes()));
 
     let list = stdout(&marketplace(&["publisher", "list", "--data-dir", d]));

@@ -9,7 +9,7 @@ use std::process::Command;
 use common::{Server, python_tuf, trusted_root};
 use marketplace::definition::Definition;
 use marketplace::trust::SigningKey;
-use marketplace::trust::publish::{build_role, sign_role};
+use marketplace::trust::publisher::plan::{build_role, sign_role};
 use tough::schema::{Signed, Targets};
 
 use common::publishing::*;

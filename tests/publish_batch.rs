@@ -6,7 +6,7 @@ use std::process::Command;
 
 use common::Server;
 use common::publishing::{Client, YEAR, assert_refused, definition, setup};
-use marketplace::trust::publish::build_role_adding;
+use marketplace::trust::publisher::plan::build_role_adding;
 
 #[tokio::test]
 async fn a_batch_publishes_as_one_role_version_or_not_at_all() {

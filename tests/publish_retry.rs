@@ -12,9 +12,9 @@ use axum::routing::{get, post};
 use common::publishing::*;
 use common::{Server, python_tuf, trusted_root};
 use marketplace::trust::SigningKey;
-use marketplace::trust::publish::{Change, Limits};
-use marketplace::trust::retry::RetryPolicy;
-use marketplace::trust::uploader::{PublisherClient, UploadError};
+use marketplace::trust::publisher::plan::{Change, Limits};
+use marketplace::trust::publisher::retry::RetryPolicy;
+use marketplace::trust::publisher::uploader::{PublisherClient, UploadError};
 
 const CONCURRENT: usize = 50;
 

@@ -9,7 +9,7 @@ use std::process::Command;
 use common::publishing::{Client, YEAR, assert_refused, definition, marketplace, setup};
 use common::{Server, output_text as text, python_tuf, trusted_root};
 use marketplace::trust::SigningKey;
-use marketplace::trust::publish::build_resign;
+use marketplace::trust::publisher::plan::build_resign;
 use tough::schema::{Signed, Targets};
 
 fn resign(server: &str, token: &str, key: &Path, old: Option<&str>) -> std::process::Output {
@@ -202,10 +202,17 @@ async fn re_signing_renews_the_role_and_refuses_anything_else() {
 
     // Adding a target is a publish, not a re-sign.
     let second = definition("storage", "fast-disk", "1.0.0");
-    let grown =
-        marketplace::trust::publish::build_role("acme", Some(&v1), &second, &[&key], 1, YEAR, now)
-            .await
-            .unwrap();
+    let grown = marketplace::trust::publisher::plan::build_role(
+        "acme",
+        Some(&v1),
+        &second,
+        &[&key],
+        1,
+        YEAR,
+        now,
+    )
+    .await
+    .unwrap();
     let (status, body) = post(&token, grown).await;
     assert_refused(status, &body, 422, "rejected", "publish them instead");
 

@@ -529,7 +529,7 @@ async fn oversized_headers_are_refused() {
 #[tokio::test]
 async fn oversized_bodies_are_refused_before_they_are_read() {
     let s = state().await;
-    let body = vec![b'a'; marketplace::server::MAX_BODY_BYTES + 1];
+    let body = vec![b'a'; marketplace::api::MAX_BODY_BYTES + 1];
     let req = Request::post("/api/v1/plugins")
         .header(header::CONTENT_LENGTH, body.len())
         .body(Body::from(body))
@@ -538,14 +538,14 @@ async fn oversized_bodies_are_refused_before_they_are_read() {
 
     // Publisher write routes take a whole signed role: a larger cap, and nothing is read
     // before the token is checked.
-    let big = vec![b'a'; marketplace::server::MAX_BODY_BYTES * 2];
+    let big = vec![b'a'; marketplace::api::MAX_BODY_BYTES * 2];
     let req = Request::post("/api/v1/publishers/acme/definitions")
         .header(header::CONTENT_LENGTH, big.len())
         .header(header::AUTHORIZATION, "Bearer mkt_unknown")
         .body(Body::from(big))
         .unwrap();
     assert_eq!(send(&s, req).await.status, StatusCode::UNAUTHORIZED);
-    let huge = vec![b'a'; marketplace::server::MAX_PUBLISH_BODY_BYTES + 1];
+    let huge = vec![b'a'; marketplace::api::MAX_PUBLISH_BODY_BYTES + 1];
     let req = Request::post("/api/v1/publishers/acme/definitions")
         .header(header::CONTENT_LENGTH, huge.len())
         .body(Body::from(huge))

@@ -114,7 +114,7 @@ async fn python_tuf_verifies_and_downloads_every_builtin() {
 
 #[tokio::test]
 async fn metadata_is_re_signed_before_it_expires() {
-    use marketplace::trust::state::{OnlineKeys, Refreshed, refresh};
+    use marketplace::trust::server::state::{OnlineKeys, Refreshed, refresh};
     let dir = tempfile::tempdir().unwrap();
     let data = init_repo_with(
         dir.path(),

@@ -10,9 +10,9 @@ use std::time::Duration;
 use marketplace::definition::Definition;
 use marketplace::store::Store;
 use marketplace::trust::SigningKey;
-use marketplace::trust::publish::{Change, Current, Limits, Plan, plan};
-use marketplace::trust::roleset::RoleUpload;
-use marketplace::trust::state::{OnlineKeys, Signer};
+use marketplace::trust::publisher::plan::{Change, Current, Limits, Plan, plan};
+use marketplace::trust::server::roleset::RoleUpload;
+use marketplace::trust::server::state::{OnlineKeys, Signer};
 use marketplace::trust::verify::RoleLifetimes;
 
 use crate::BoxError;
@@ -121,7 +121,8 @@ pub(crate) async fn seed(
             bins: upload.bins,
         };
         let bytes: Vec<&[u8]> = defs.iter().map(|d| d.bytes.as_slice()).collect();
-        marketplace::trust::accept::accept(&store, &signer, &p.name, &bytes, &upload, now).await?;
+        marketplace::trust::server::accept::accept(&store, &signer, &p.name, &bytes, &upload, now)
+            .await?;
     }
     store.close().await;
     Ok(Seeded {

@@ -7,7 +7,7 @@
 //! 2. seeds each publisher's definitions through the library's server-side `accept`
 //!    (the same verification as the HTTP API) as one signed batch per publisher;
 //! 3. starts `marketplace serve` and times sequential publishes through the library
-//!    code `marketplace publish` runs (`trust::uploader`): fetch the current role and the
+//!    code `marketplace publish` runs (`trust::publisher::uploader`): fetch the current role and the
 //!    bin the new target falls in, check the publisher's signatures, add the target,
 //!    sign, upload definition and changed roles, wait for 201;
 //! 4. downloads timestamp, snapshot, targets and the publisher's role and reports sizes
@@ -29,8 +29,8 @@ mod server;
 
 use generate::{PluginBase, db_size, plugin_yaml};
 use marketplace::definition::Definition;
-use marketplace::trust::publish::{Change, Limits};
-use marketplace::trust::uploader::PublisherClient;
+use marketplace::trust::publisher::plan::{Change, Limits};
+use marketplace::trust::publisher::uploader::PublisherClient;
 use seed::{Publisher, Seeded, YEAR, seed};
 use server::{Server, env_number};
 

@@ -6,7 +6,7 @@ use rust_embed::RustEmbed;
 use crate::definition::{Definition, InvalidDefinition};
 use crate::store::{Inserted, Store, StoreError};
 
-pub const BUILTIN_PUBLISHER: &str = "fundament";
+use crate::definition::BUILTIN_PUBLISHER;
 
 #[derive(RustEmbed)]
 #[folder = "catalog/"]

@@ -1,7 +1,6 @@
 //! The catalog: built-in definitions, queries and the plugin detail view shared by the
 //! pages and the JSON API. Services here call the store; the store never calls back.
 
-pub mod api;
 pub mod builtin;
 mod detail;
 mod params;

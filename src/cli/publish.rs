@@ -7,9 +7,9 @@ use anyhow::{Context, bail};
 use clap::Args;
 
 use crate::definition::Definition;
-use crate::trust::publish::{Change, Limits};
-use crate::trust::retry::RetryPolicy;
-use crate::trust::uploader::{PublisherClient, Uploaded};
+use crate::trust::publisher::plan::{Change, Limits};
+use crate::trust::publisher::retry::RetryPolicy;
+use crate::trust::publisher::uploader::{PublisherClient, Uploaded};
 use crate::trust::{PublicKey, SigningKey, bins};
 
 #[derive(Debug, Args)]

@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use crate::server;
 use crate::store::Store;
 use crate::trust::PublicKey;
-use crate::trust::publishers::{self, Delegation, new_token, token_hash};
+use crate::trust::server::publishers::{self, Delegation, new_token, token_hash};
 
 #[derive(Debug, Args)]
 pub struct PublisherArgs {
@@ -113,8 +113,10 @@ fn date(ts: i64) -> String {
 }
 
 /// The server's online keys (the targets key signs suspensions).
-fn online_keys(data_dir: &std::path::Path) -> anyhow::Result<crate::trust::state::OnlineKeys> {
-    crate::trust::state::OnlineKeys::load(data_dir)?.ok_or_else(|| {
+fn online_keys(
+    data_dir: &std::path::Path,
+) -> anyhow::Result<crate::trust::server::state::OnlineKeys> {
+    crate::trust::server::state::OnlineKeys::load(data_dir)?.ok_or_else(|| {
         anyhow::anyhow!(
             "the signed index is not initialized in {}; run `marketplace repo init` first",
             data_dir.display()
@@ -141,10 +143,10 @@ async fn command(
             if list.is_empty() {
                 println!("no publishers");
             }
-            let targets = crate::trust::state::current(store)
+            let targets = crate::trust::server::state::current(store)
                 .await?
                 .map(|s| s.targets.signed.signed);
-            let roles = crate::trust::expiry::publisher_roles(store).await?;
+            let roles = crate::trust::server::state::publisher_roles(store).await?;
             let earliest = crate::trust::expiry::earliest_by_publisher(&roles);
             for p in list {
                 let parsed: Vec<Option<PublicKey>> = p
@@ -216,14 +218,14 @@ async fn command(
         }
         PublisherCommand::Suspend { name } => {
             let keys = online_keys(data_dir)?;
-            let v = crate::trust::suspend::suspend(store, &keys, &name, now).await?;
+            let v = crate::trust::server::suspend::suspend(store, &keys, &name, now).await?;
             println!(
                 "publisher {name} suspended: targets v{v} no longer delegates to it; workers drop its plugins at their next round"
             );
         }
         PublisherCommand::Resume { name } => {
             let keys = online_keys(data_dir)?;
-            let v = crate::trust::suspend::resume(store, &keys, &name, now).await?;
+            let v = crate::trust::server::suspend::resume(store, &keys, &name, now).await?;
             println!("publisher {name} resumed: targets v{v} delegates to it again");
         }
     }

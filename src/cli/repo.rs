@@ -11,7 +11,7 @@ use crate::server;
 use crate::store::Store;
 use crate::trust::SigningKey;
 use crate::trust::metadata::Lifetimes;
-use crate::trust::repo::{self, InitParams};
+use crate::trust::server::repo::{self, InitParams};
 
 #[derive(Debug, Args)]
 pub struct RepoArgs {
@@ -142,7 +142,7 @@ async fn open_existing(data_dir: &std::path::Path) -> anyhow::Result<Store> {
 
 async fn export(a: ExportArgs) -> anyhow::Result<()> {
     let store = open_existing(&a.data_dir).await?;
-    let result = crate::trust::export::export(&store, &a.dir).await;
+    let result = crate::trust::server::export::export(&store, &a.dir).await;
     store.close().await;
     let done = result?;
     println!(
@@ -202,7 +202,7 @@ async fn init(a: InitArgs) -> anyhow::Result<()> {
     println!(
         "  {} built-in definitions signed as publisher `{}`",
         report.builtin_targets,
-        builtin::BUILTIN_PUBLISHER
+        crate::definition::BUILTIN_PUBLISHER
     );
     println!(
         "clients bootstrap from http(s)://HOST/tuf/metadata/1.root.json, fetched once over a trusted channel"

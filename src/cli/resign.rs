@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::publish::{PublisherOptions, publics, report_retries};
-use crate::trust::publish::Change;
+use crate::trust::publisher::plan::Change;
 use crate::trust::{PublicKey, SigningKey};
 
 #[derive(Debug, Args)]

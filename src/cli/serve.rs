@@ -9,8 +9,8 @@ use clap::Args;
 use crate::catalog::builtin;
 use crate::server;
 use crate::store::Store;
-use crate::trust::accept;
-use crate::trust::state::{self, OnlineKeys, Signer};
+use crate::trust::server::accept;
+use crate::trust::server::state::{self, OnlineKeys, Signer};
 use crate::trust::verify::RoleLifetimes;
 
 /// How often the server checks whether metadata needs re-signing; far shorter than the
@@ -159,7 +159,7 @@ async fn keep_index_fresh(store: Store, signer: std::sync::Arc<Signer>) {
         // and spares a read of every publisher's role on each tick.
         if last_expiry_scan.is_none_or(|t| now - t >= EXPIRY_SCAN_EVERY) {
             last_expiry_scan = Some(now);
-            match crate::trust::expiry::publisher_roles(&store).await {
+            match crate::trust::server::state::publisher_roles(&store).await {
                 Ok(roles) => {
                     warned.log(&roles, now);
                 }

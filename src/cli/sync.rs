@@ -7,7 +7,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
-use crate::sync::{Config, RoundError, Scope, SyncStore, Synced, Worker, api};
+use crate::api;
+use crate::sync::{Config, RoundError, Scope, SyncStore, Synced, Worker};
 
 #[derive(Debug, Args)]
 pub struct SyncArgs {
@@ -101,7 +102,7 @@ async fn serve(worker: Arc<Worker>, rounds: bool) -> anyhow::Result<()> {
     println!("local API listening on http://{addr}");
     use std::io::Write;
     std::io::stdout().flush()?;
-    let app = api::router(worker.clone());
+    let app = api::worker::router(worker.clone());
     if rounds {
         let run = worker.run(std::future::pending(), report);
         tokio::select! {

@@ -6,7 +6,7 @@ use clap::Args;
 use super::publish::{PublisherOptions, publics, report_retries, roles_note};
 use crate::definition::parse_version;
 use crate::trust::SigningKey;
-use crate::trust::publish::Change;
+use crate::trust::publisher::plan::Change;
 
 #[derive(Debug, Args)]
 pub struct YankArgs {

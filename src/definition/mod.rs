@@ -21,6 +21,11 @@ pub use image::ImageRef;
 pub use model::*;
 pub use parse::MAX_DEFINITION_BYTES;
 
+/// The publisher name of the built-in definitions compiled into the binary. Reserved:
+/// no one else may register it. Here, not in `catalog`, because the server and client
+/// sides of the signed index, the catalog and the sync worker all need it.
+pub const BUILTIN_PUBLISHER: &str = "fundament";
+
 /// One thing wrong with a definition, pointing at where it was written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {

@@ -9,7 +9,6 @@
 //! program; the CLI (`marketplace sync`) and the local API (`api`) are thin layers
 //! over it.
 
-pub mod api;
 pub mod config;
 pub mod merge;
 pub mod plan;

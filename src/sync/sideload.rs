@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::store::{SyncStore, SyncStoreError};
 use crate::definition::{Definition, InvalidDefinition};
-use crate::trust::publishers::token_hash;
+use crate::trust::server::publishers::token_hash;
 
 /// Sideloaded versions one organization may hold: enough for hand-inserted plugins,
 /// small enough that an organization's view stays cheap to build per request.

@@ -32,7 +32,8 @@ use super::round::{self, Reason, RoundError, Synced};
 use super::sideload::{Added, SideloadError, check_org};
 use super::store::{SourceStatus, SyncStore, SyncStoreError};
 use super::view::{BaseView, OrgView, Summary, Trust};
-use crate::catalog::builtin::{self, BUILTIN_PUBLISHER, BuiltinError};
+use crate::catalog::builtin::{self, BuiltinError};
+use crate::definition::BUILTIN_PUBLISHER;
 use crate::definition::{Definition, parse_version};
 use crate::trust::client::Fetcher;
 

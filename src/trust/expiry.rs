@@ -5,9 +5,6 @@
 
 use std::collections::HashMap;
 
-use super::TrustError;
-use crate::store::Store;
-
 /// How long before expiry a role is flagged.
 pub const WARN_WITHIN: i64 = 30 * 86_400;
 /// How often the server log repeats a warning about one role version.
@@ -31,43 +28,6 @@ impl RoleExpiry {
     pub fn expiring_soon(&self, now: i64) -> bool {
         self.expires_at - now < WARN_WITHIN
     }
-}
-
-/// Every publisher role and hashed bin the current index delegates (suspended publishers
-/// are not delegated, so not listed), earliest expiry first.
-pub async fn publisher_roles(store: &Store) -> Result<Vec<RoleExpiry>, TrustError> {
-    let Some(state) = super::state::current(store).await? else {
-        return Ok(Vec::new());
-    };
-    let publishers: Vec<String> = state
-        .targets
-        .signed
-        .signed
-        .delegations
-        .iter()
-        .flat_map(|d| d.roles.iter().map(|r| r.name.clone()))
-        .collect();
-    let bins = super::state::bins_of(store, &state).await?;
-    let mut out: Vec<RoleExpiry> = store
-        .metadata_overview()
-        .await?
-        .into_iter()
-        .filter_map(|m| {
-            let publisher = match m.role.split_once('.') {
-                None if publishers.contains(&m.role) => m.role.clone(),
-                Some((p, _)) if bins.contains(&m.role) => p.to_owned(),
-                _ => return None,
-            };
-            Some(RoleExpiry {
-                publisher,
-                role: m.role,
-                version: m.version,
-                expires_at: m.expires_at,
-            })
-        })
-        .collect();
-    out.sort_by(|a, b| a.expires_at.cmp(&b.expires_at).then(a.role.cmp(&b.role)));
-    Ok(out)
 }
 
 /// A role's expiry as the publisher API shows it.

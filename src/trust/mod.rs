@@ -5,24 +5,15 @@
 //! `suspend`, `export`, `expiry`; publisher side: `publish`, `uploader`, `retry`; client
 //! side: `client`. Calls the store; nothing here knows about HTTP except `http`.
 
-pub mod accept;
 pub mod bins;
 pub mod cjson;
 pub mod client;
 pub mod envelope;
 pub mod expiry;
-pub mod export;
-pub mod http;
 pub mod keys;
 pub mod metadata;
-pub mod publish;
-pub mod publishers;
-pub mod repo;
-pub mod retry;
-pub mod roleset;
-pub mod state;
-pub mod suspend;
-pub mod uploader;
+pub mod publisher;
+pub mod server;
 pub mod verify;
 
 pub use keys::{KeyError, PublicKey, SigningKey};

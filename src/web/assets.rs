@@ -1,21 +1,24 @@
 //! Static files (CSS, icons), embedded in the binary so a deployment is one file.
 
-use axum::extract::Path;
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
-use rust_embed::RustEmbed;
+use std::borrow::Cow;
 
-use crate::http::HttpError;
+use rust_embed::RustEmbed;
 
 #[derive(RustEmbed)]
 #[folder = "static/"]
 struct Static;
 
-pub async fn serve(Path(path): Path<String>) -> Response {
-    let Some(file) = Static::get(&path) else {
-        return super::PageError(HttpError::not_found(format!("no static file {path}")))
-            .into_response();
-    };
+/// One embedded file, ready to serve.
+pub struct Asset {
+    pub data: Cow<'static, [u8]>,
+    pub mime: &'static str,
+    /// A strong validator: the first 16 bytes of the file's sha256, quoted.
+    pub etag: String,
+}
+
+/// The embedded file at `path`, if there is one.
+pub fn get(path: &str) -> Option<Asset> {
+    let file = Static::get(path)?;
     let mime = match path.rsplit('.').next() {
         Some("css") => "text/css; charset=utf-8",
         Some("svg") => "image/svg+xml",
@@ -25,13 +28,9 @@ pub async fn serve(Path(path): Path<String>) -> Response {
         _ => "application/octet-stream",
     };
     let etag = format!("\"{}\"", hex::encode(&file.metadata.sha256_hash()[..16]));
-    (
-        [
-            (header::CONTENT_TYPE, mime.to_owned()),
-            (header::ETAG, etag),
-            (header::CACHE_CONTROL, "public, max-age=3600".to_owned()),
-        ],
-        file.data,
-    )
-        .into_response()
+    Some(Asset {
+        data: file.data,
+        mime,
+        etag,
+    })
 }

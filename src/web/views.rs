@@ -2,7 +2,6 @@
 //! logic beyond loops and conditions.
 
 use askama::Template;
-use askama_web::WebTemplate;
 
 use crate::catalog::rbac::AccessLevel;
 use crate::catalog::{CatalogParams, Link, PluginDetail};
@@ -92,7 +91,7 @@ fn first_sentences(text: &str, max: usize) -> String {
     format!("{cut}…")
 }
 
-#[derive(Template, WebTemplate)]
+#[derive(Template)]
 #[template(path = "catalog.html")]
 pub struct CatalogPage {
     pub q: String,
@@ -239,7 +238,7 @@ pub struct MenuRow {
     pub edit: bool,
 }
 
-#[derive(Template, WebTemplate)]
+#[derive(Template)]
 #[template(path = "plugin.html")]
 pub struct PluginPage {
     pub suspended: bool,
@@ -454,7 +453,7 @@ pub struct RoleRow {
     pub status: String,
 }
 
-#[derive(Template, WebTemplate)]
+#[derive(Template)]
 #[template(path = "signed_index.html")]
 pub struct SignedIndexPage {
     pub roles: Vec<RoleRow>,

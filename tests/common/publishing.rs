@@ -6,7 +6,7 @@ use std::process::Command;
 
 use marketplace::definition::Definition;
 use marketplace::trust::SigningKey;
-use marketplace::trust::publish::build_role;
+use marketplace::trust::publisher::plan::build_role;
 use tough::schema::{Signed, Targets};
 
 use super::builtin_yaml;

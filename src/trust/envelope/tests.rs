@@ -6,7 +6,7 @@ use tough::schema::Targets;
 
 use super::*;
 use crate::trust::SigningKey;
-use crate::trust::publish::delegations_for;
+use crate::trust::publisher::plan::delegations_for;
 
 fn role(custom: Value) -> Value {
     json!({

@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 
 use tough::schema::{Signed, Targets};
 
-use super::TrustError;
 use crate::store::Store;
+use crate::trust::TrustError;
 
 /// What an export wrote.
 #[derive(Debug, Default, PartialEq, Eq)]

@@ -1,17 +1,31 @@
 //! Operator endpoints: liveness and readiness.
+//!
+//! Layering: HTTP only; asks the store whether it answers.
+
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use axum::routing::get;
 use serde_json::json;
 
-use crate::AppState;
+use super::AppState;
+use super::error::HttpError;
+use super::layers::Limits;
+
+/// Probes take no body and must answer fast: a readiness check that hangs is a failure.
+pub const LIMITS: Limits = Limits {
+    body_bytes: 0,
+    timeout: Duration::from_secs(5),
+};
 
 pub fn router() -> axum::Router<AppState> {
-    axum::Router::new()
+    let routes = axum::Router::new()
         .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
+        .route("/readyz", get(readyz));
+    LIMITS.apply(routes, HttpError::into_response)
 }
 
 /// The process is up and serving; says nothing about dependencies.

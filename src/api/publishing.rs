@@ -1,38 +1,46 @@
-//! `/tuf/`: the signed metadata and target files, as TUF clients (python-tuf, tough,
-//! go-tuf, our sync worker) fetch them with consistent snapshots.
+//! The publishing API, bearer token of the publisher named in the path:
 //!
-//! - `/tuf/metadata/timestamp.json` — short cache lifetime, re-signed before expiry;
-//! - `/tuf/metadata/N.ROLE.json` — immutable (root, targets, snapshot, publishers);
-//! - `/tuf/metadata/root.json` — the newest root, for bootstrapping by hand;
-//! - `POST /api/v1/publishers/P/definitions` — publish (bearer token of publisher P);
-//! - `POST /api/v1/publishers/P/yank` — yank (bearer token of publisher P);
+//! - `POST /api/v1/publishers/P/definitions` — publish;
+//! - `POST /api/v1/publishers/P/yank` — yank;
 //! - `GET /api/v1/publishers/P/role[?bin=P.x]` — P's current role metadata (or one of
 //!   its hashed bins), to sign the next one;
 //! - `POST /api/v1/publishers/P/role` — the same targets re-signed (renewal, new keys);
 //! - `GET /api/v1/publishers/me` — which publisher a bearer token belongs to, the role
 //!   lifetimes the server accepts and when its roles expire;
-//! - `GET /api/v1/publishers` — every publisher: suspended or not, its roles' expiry;
-//! - `/tuf/targets/PUBLISHER/NAME/HASH.VERSION.yaml` — immutable definition bytes (also
-//!   as `HASH.PUBLISHER/NAME/VERSION.yaml`, the layout tough's client requests).
+//! - `GET /api/v1/publishers` — every publisher (no token): suspended or not, its
+//!   roles' expiry.
+//!
+//! Layering: HTTP only; checking and storing is `trust::server::accept`.
+
+use std::time::Duration;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
-use super::accept::RoleUpdate;
-use crate::AppState;
-use crate::http::{ClientAddr, HttpError, client_has};
-use crate::store::StoredMetadata;
+use super::AppState;
+use super::error::{ErrorCode, HttpError};
+use super::extract::{ClientAddr, bearer};
+use super::layers::Limits;
+use super::tuf::{not_initialized, serve_metadata};
+use crate::trust::server::accept::{self, RoleUpdate};
 
-const IMMUTABLE: &str = "public, max-age=31536000, immutable";
-/// Clients must see a new timestamp soon after it is signed; it is the freshness signal.
-const TIMESTAMP_CACHE: &str = "public, max-age=30";
+/// The largest upload: a publisher's whole signed role, which grows with its targets
+/// (about 600 bytes each). The same cap as clients apply to metadata they download
+/// (`trust::client::MAX_RESPONSE_BYTES`); handlers read the body only after checking
+/// the token.
+pub const MAX_PUBLISH_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// Checking and re-signing a large binned role with the signing lock held takes
+/// seconds, not minutes; the uploader retries on 409, not on a timeout.
+pub const LIMITS: Limits = Limits {
+    body_bytes: MAX_PUBLISH_BODY_BYTES,
+    timeout: Duration::from_secs(60),
+};
 
 pub fn router() -> axum::Router<AppState> {
-    axum::Router::new()
-        .route("/tuf/metadata/{file}", get(metadata))
-        .route("/tuf/targets/{publisher}/{name}/{file}", get(target))
+    let routes = axum::Router::new()
         .route("/api/v1/publishers", get(publishers))
         .route("/api/v1/publishers/me", get(whoami))
         .route(
@@ -40,121 +48,8 @@ pub fn router() -> axum::Router<AppState> {
             get(current_role).post(resign),
         )
         .route("/api/v1/publishers/{publisher}/definitions", post(publish))
-        .route("/api/v1/publishers/{publisher}/yank", post(yank))
-}
-
-fn not_initialized() -> HttpError {
-    HttpError::new(
-        StatusCode::NOT_FOUND,
-        "not_initialized",
-        "the signed index is not initialized; the operator runs `marketplace repo init`",
-    )
-}
-
-async fn metadata(
-    State(state): State<AppState>,
-    Path(file): Path<String>,
-    headers: HeaderMap,
-) -> Result<Response, HttpError> {
-    let missing = || HttpError::not_found(format!("no metadata file {file}"));
-    let (found, cache) = match file.as_str() {
-        "timestamp.json" => (
-            state
-                .store
-                .latest_metadata("timestamp")
-                .await?
-                .ok_or_else(not_initialized)?,
-            TIMESTAMP_CACHE,
-        ),
-        "root.json" => (
-            state
-                .store
-                .latest_metadata("root")
-                .await?
-                .ok_or_else(not_initialized)?,
-            "no-cache",
-        ),
-        _ => {
-            let (version, role) = file
-                .strip_suffix(".json")
-                .and_then(|stem| stem.split_once('.'))
-                .and_then(|(v, role)| Some((v.parse::<u64>().ok()?, role)))
-                .ok_or_else(missing)?;
-            (
-                state
-                    .store
-                    .metadata(role, version)
-                    .await?
-                    .ok_or_else(missing)?,
-                IMMUTABLE,
-            )
-        }
-    };
-    Ok(serve_metadata(found, cache, &headers))
-}
-
-fn serve_metadata(m: StoredMetadata, cache: &'static str, headers: &HeaderMap) -> Response {
-    let etag = format!("\"{}\"", m.sha256);
-    if client_has(headers, &etag) {
-        return (
-            StatusCode::NOT_MODIFIED,
-            [
-                (header::ETAG, etag),
-                (header::CACHE_CONTROL, cache.to_owned()),
-            ],
-        )
-            .into_response();
-    }
-    (
-        [
-            (header::CONTENT_TYPE, "application/json".to_owned()),
-            (header::ETAG, etag),
-            (header::CACHE_CONTROL, cache.to_owned()),
-        ],
-        m.bytes,
-    )
-        .into_response()
-}
-
-/// Target files are named by the sha256 of their bytes, so the name alone proves
-/// which bytes are meant; publisher and name must still match the stored version.
-async fn target(
-    State(state): State<AppState>,
-    Path((publisher, name, file)): Path<(String, String, String)>,
-    headers: HeaderMap,
-) -> Result<Response, HttpError> {
-    let missing = || HttpError::not_found(format!("no target {publisher}/{name}/{file}"));
-    let is_hash = |h: &str| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit());
-    // The spec (and python-tuf) prefix the file name with the hash: P/N/HASH.V.yaml;
-    // tough prefixes the whole target path: HASH.P/N/V.yaml. Both name the same bytes.
-    let (hash, publisher) = match file.split_once('.') {
-        Some((h, rest)) if is_hash(h) && rest.ends_with(".yaml") => (h, publisher.as_str()),
-        _ => match publisher.split_once('.') {
-            Some((h, p)) if is_hash(h) && file.ends_with(".yaml") => (h, p),
-            _ => return Err(missing()),
-        },
-    };
-    let bytes = state
-        .store
-        .definition_by_hash(publisher, &name, &format!("sha256:{hash}"))
-        .await?
-        .ok_or_else(missing)?;
-    let etag = format!("\"sha256:{hash}\"");
-    if client_has(&headers, &etag) {
-        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
-    }
-    Ok((
-        [
-            (
-                header::CONTENT_TYPE,
-                "application/yaml; charset=utf-8".to_owned(),
-            ),
-            (header::ETAG, etag),
-            (header::CACHE_CONTROL, IMMUTABLE.to_owned()),
-        ],
-        bytes,
-    )
-        .into_response())
+        .route("/api/v1/publishers/{publisher}/yank", post(yank));
+    LIMITS.apply(routes, HttpError::into_response)
 }
 
 #[derive(serde::Deserialize)]
@@ -178,36 +73,36 @@ async fn current_role(
                 .strip_prefix(&format!("{publisher}."))
                 .unwrap_or_default();
             if prefix.is_empty()
-                || prefix.len() > super::bins::MAX_PREFIX_LEN
+                || prefix.len() > crate::trust::bins::MAX_PREFIX_LEN
                 || !prefix
                     .bytes()
                     .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
             {
                 return Err(HttpError::new(
                     StatusCode::BAD_REQUEST,
-                    "bad_request",
+                    ErrorCode::BadRequest,
                     format!(
                         "bin must be {publisher}.<1 to {} lowercase hex digits>",
-                        super::bins::MAX_PREFIX_LEN
+                        crate::trust::bins::MAX_PREFIX_LEN
                     ),
                 ));
             }
             bin
         }
     };
-    let snapshot = crate::trust::state::current(&state.store)
+    let snapshot = crate::trust::server::state::current(&state.store)
         .await
-        .map_err(internal)?
+        .map_err(HttpError::from)?
         .ok_or_else(not_initialized)?
         .snapshot;
-    match super::accept::current_role(&state.store, &snapshot.signed.signed, &role)
+    match crate::trust::server::state::current_role(&state.store, &snapshot.signed.signed, &role)
         .await
-        .map_err(internal)?
+        .map_err(HttpError::from)?
     {
         Some((stored, _)) => Ok(serve_metadata(stored, "no-cache", &HeaderMap::new())),
         None => Err(HttpError::new(
             StatusCode::NOT_FOUND,
-            "no_role",
+            ErrorCode::NoRole,
             format!("role {role} has no version yet; the first version is 1"),
         )),
     }
@@ -226,8 +121,8 @@ struct SignedRoles {
 }
 
 impl SignedRoles {
-    fn upload(self) -> super::roleset::RoleUpload {
-        super::roleset::RoleUpload {
+    fn upload(self) -> crate::trust::server::roleset::RoleUpload {
+        crate::trust::server::roleset::RoleUpload {
             top: self.role.map(String::into_bytes),
             bins: self
                 .bins
@@ -262,13 +157,13 @@ async fn publish(
     client: ClientAddr,
     headers: HeaderMap,
     body: axum::body::Body,
-) -> Result<(StatusCode, axum::Json<super::accept::Published>), HttpError> {
+) -> Result<(StatusCode, axum::Json<accept::Published>), HttpError> {
     authorize(&state, client, &headers, &publisher).await?;
     let body = read_body(body).await?;
     let request: PublishRequest = serde_json::from_slice(&body).map_err(|e| {
         HttpError::new(
             StatusCode::BAD_REQUEST,
-            "bad_request",
+            ErrorCode::BadRequest,
             format!(
                 "body must be JSON {{\"definition\": YAML text, \"role\": signed JSON text, \"bins\": {{name: signed JSON text}}}}: {e}"
             ),
@@ -285,14 +180,14 @@ async fn publish(
         _ => {
             return Err(HttpError::new(
                 StatusCode::BAD_REQUEST,
-                "bad_request",
+                ErrorCode::BadRequest,
                 "give either `definition` (one YAML text) or `definitions` (a non-empty list)",
             ));
         }
     };
     let signer = state.signer.as_ref().ok_or_else(not_initialized)?;
     let _guard = signer.lock.lock().await;
-    let published = super::accept::accept(
+    let published = accept::accept(
         &state.store,
         signer,
         &publisher,
@@ -306,19 +201,19 @@ async fn publish(
 }
 
 /// The request body, read only once the token checked out: an anonymous client cannot
-/// make the server buffer a publish-sized body. `server::limit_body` caps its size.
+/// make the server buffer a publish-sized body. `layers::Limits` caps its size.
 async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, HttpError> {
     axum::body::to_bytes(body, usize::MAX).await.map_err(|e| {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
         while let Some(err) = source {
             if err.is::<http_body_util::LengthLimitError>() {
-                return crate::server::too_large(crate::server::MAX_PUBLISH_BODY_BYTES);
+                return super::layers::too_large(MAX_PUBLISH_BODY_BYTES);
             }
             source = err.source();
         }
         HttpError::new(
             StatusCode::BAD_REQUEST,
-            "bad_request",
+            ErrorCode::BadRequest,
             format!("reading the request body failed: {e}"),
         )
     })
@@ -335,7 +230,7 @@ async fn authorize(
     if owner != publisher {
         return Err(HttpError::new(
             StatusCode::FORBIDDEN,
-            "forbidden",
+            ErrorCode::Forbidden,
             format!("this token belongs to another publisher, not {publisher}"),
         ));
     }
@@ -356,11 +251,11 @@ async fn authenticate(
     limits
         .check(client, publisher, std::time::Instant::now())
         .map_err(|limited| rate_limited(&limited))?;
-    let owner = match crate::http::bearer(headers) {
+    let owner = match bearer(headers) {
         Ok(token) => {
             state
                 .store
-                .publisher_for_token(&super::publishers::token_hash(token))
+                .publisher_for_token(&crate::trust::server::publishers::token_hash(token))
                 .await?
         }
         Err(e) => {
@@ -370,7 +265,7 @@ async fn authenticate(
     };
     let Some(owner) = owner else {
         failed(state, client, publisher);
-        return Err(unauthorized("the token is unknown or revoked"));
+        return Err(HttpError::unauthorized("the token is unknown or revoked"));
     };
     limits.succeeded(client, &owner, std::time::Instant::now());
     Ok(owner)
@@ -419,19 +314,19 @@ async fn role_update(
     headers: HeaderMap,
     body: axum::body::Body,
     kind: RoleUpdate,
-) -> Result<axum::Json<super::accept::Published>, HttpError> {
+) -> Result<axum::Json<accept::Published>, HttpError> {
     authorize(&state, client, &headers, &publisher).await?;
     let body = read_body(body).await?;
     let request: SignedRoles = serde_json::from_slice(&body).map_err(|e| {
         HttpError::new(
             StatusCode::BAD_REQUEST,
-            "bad_request",
+            ErrorCode::BadRequest,
             format!("body must be JSON {{\"role\": signed JSON text, \"bins\": {{name: signed JSON text}}}}: {e}"),
         )
     })?;
     let signer = state.signer.as_ref().ok_or_else(not_initialized)?;
     let _guard = signer.lock.lock().await;
-    let done = super::accept::accept_update(
+    let done = accept::accept_update(
         &state.store,
         signer,
         &publisher,
@@ -456,7 +351,7 @@ async fn yank(
     client: ClientAddr,
     headers: HeaderMap,
     body: axum::body::Body,
-) -> Result<axum::Json<super::accept::Published>, HttpError> {
+) -> Result<axum::Json<accept::Published>, HttpError> {
     role_update(state, publisher, client, headers, body, RoleUpdate::Yank).await
 }
 
@@ -467,7 +362,7 @@ async fn resign(
     client: ClientAddr,
     headers: HeaderMap,
     body: axum::body::Body,
-) -> Result<axum::Json<super::accept::Published>, HttpError> {
+) -> Result<axum::Json<accept::Published>, HttpError> {
     role_update(state, publisher, client, headers, body, RoleUpdate::Resign).await
 }
 
@@ -481,14 +376,16 @@ async fn whoami(
     let lifetimes = state
         .signer
         .as_ref()
-        .map_or_else(super::verify::RoleLifetimes::default, |s| s.lifetimes);
+        .map_or_else(crate::trust::verify::RoleLifetimes::default, |s| {
+            s.lifetimes
+        });
     let suspended = state
         .store
         .publisher(&publisher)
         .await?
         .is_some_and(|p| p.suspended_at.is_some());
     let now = crate::clock::now();
-    let roles: Vec<_> = super::expiry::publisher_roles(&state.store)
+    let roles: Vec<_> = crate::trust::server::state::publisher_roles(&state.store)
         .await?
         .into_iter()
         .filter(|r| r.publisher == publisher)
@@ -512,7 +409,7 @@ async fn publishers(
     State(state): State<AppState>,
 ) -> Result<axum::Json<serde_json::Value>, HttpError> {
     let now = crate::clock::now();
-    let roles = super::expiry::publisher_roles(&state.store).await?;
+    let roles = crate::trust::server::state::publisher_roles(&state.store).await?;
     let items: Vec<serde_json::Value> = state
         .store
         .publisher_list()
@@ -533,12 +430,4 @@ async fn publishers(
         })
         .collect();
     Ok(axum::Json(serde_json::json!({ "items": items })))
-}
-
-fn unauthorized(message: &str) -> HttpError {
-    HttpError::unauthorized(message)
-}
-
-fn internal(e: super::TrustError) -> HttpError {
-    HttpError::from(e)
 }

@@ -11,13 +11,13 @@ use tough::schema::{
     Delegations, KeyHolder, RoleKeys, RoleType, Root, Snapshot, Targets, Timestamp,
 };
 
-use super::metadata::{
+use crate::definition::BUILTIN_PUBLISHER;
+use crate::store::Store;
+use crate::trust::metadata::{
     Lifetimes, SPEC_VERSION, expiry, metafile, publisher_delegation, sign, stored, target,
     target_name, version,
 };
-use super::{SigningKey, TrustError};
-use crate::catalog::builtin::BUILTIN_PUBLISHER;
-use crate::store::Store;
+use crate::trust::{SigningKey, TrustError};
 
 /// Online keys, by file name in the keys directory.
 const ONLINE_KEYS: [&str; 4] = ["targets", "snapshot", "timestamp", BUILTIN_PUBLISHER];

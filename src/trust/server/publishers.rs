@@ -4,10 +4,10 @@
 use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use sha2::{Digest, Sha256};
 
-use super::{PublicKey, TrustError};
-use crate::catalog::builtin::BUILTIN_PUBLISHER;
+use crate::definition::BUILTIN_PUBLISHER;
 use crate::definition::is_dns_label;
 use crate::store::Store;
+use crate::trust::{PublicKey, TrustError};
 
 /// Role names TUF reserves; a publisher's delegated role is named after the publisher.
 const RESERVED: [&str; 5] = ["root", "targets", "snapshot", "timestamp", "mirrors"];

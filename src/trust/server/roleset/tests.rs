@@ -8,7 +8,7 @@ use crate::catalog::builtin;
 use crate::definition::Definition;
 use crate::trust::SigningKey;
 use crate::trust::metadata::{SPEC_VERSION, metafile, sign, target_name, version};
-use crate::trust::publish::{Change, Current, Limits, Plan, delegations_for, plan};
+use crate::trust::publisher::plan::{Change, Current, Limits, Plan, delegations_for, plan};
 use crate::trust::verify::{RoleLifetimes, check_publish, check_resign, check_yank};
 
 /// Within the default role lifetimes (7 to 730 days).

@@ -1,4 +1,8 @@
-//! JSON read API under `/api/v1`.
+//! The catalog's JSON read API under `/api/v1/plugins`.
+//!
+//! Layering: HTTP only; calls `catalog` services and store queries.
+
+use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, RawQuery, State};
@@ -7,20 +11,29 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
 
-use super::{CatalogError, VersionInfo, parse_params, plugin_detail};
-use crate::AppState;
-use crate::http::HttpError;
+use super::AppState;
+use super::error::HttpError;
+use super::extract::client_has;
+use super::layers::{Limits, MAX_BODY_BYTES};
+use crate::catalog::{CatalogError, PluginDetail, VersionInfo, parse_params, plugin_detail};
 use crate::store::PluginSummary;
 
+/// Read-only queries answered from the database, as the pages.
+pub const LIMITS: Limits = Limits {
+    body_bytes: MAX_BODY_BYTES,
+    timeout: Duration::from_secs(30),
+};
+
 pub fn router() -> axum::Router<AppState> {
-    axum::Router::new()
+    let routes = axum::Router::new()
         .route("/api/v1/plugins", get(list))
         .route("/api/v1/plugins/{publisher}/{name}", get(detail))
         .route("/api/v1/plugins/{publisher}/{name}/versions", get(versions))
         .route(
             "/api/v1/plugins/{publisher}/{name}/versions/{version}/definition",
             get(raw_definition),
-        )
+        );
+    LIMITS.apply(routes, HttpError::into_response)
 }
 
 #[derive(Serialize)]
@@ -48,7 +61,7 @@ async fn list(
 async fn detail(
     State(state): State<AppState>,
     Path((publisher, name)): Path<(String, String)>,
-) -> Result<Json<super::PluginDetail>, HttpError> {
+) -> Result<Json<PluginDetail>, HttpError> {
     Ok(Json(plugin_detail(&state.store, &publisher, &name).await?))
 }
 
@@ -77,7 +90,7 @@ async fn versions(
 }
 
 /// The exact published bytes; the definition hash doubles as a strong ETag.
-pub(crate) async fn raw_definition(
+pub(super) async fn raw_definition(
     State(state): State<AppState>,
     Path((publisher, name, version)): Path<(String, String, String)>,
     headers: HeaderMap,
@@ -95,7 +108,7 @@ pub(crate) async fn raw_definition(
         .await?
         .ok_or_else(missing)?;
     let etag = format!("\"{}\"", record.hash);
-    if crate::http::client_has(&headers, &etag) {
+    if client_has(&headers, &etag) {
         return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
     }
     let filename = format!("{}-{}.yaml", def.name(), record.version);

@@ -5,15 +5,15 @@ use std::collections::BTreeMap;
 
 use tough::schema::{Delegations, Signed, Snapshot, Targets};
 
-use super::metadata::{metafile, publisher_delegation};
-use super::publish::delegations_for;
 use super::publishers::Delegation;
 use super::roleset::{CurrentRoles, Registered, RoleUpload, Verified, verify_set};
-use super::state::{OnlineKeys, Signer, State};
-use super::verify::{PublishError, RoleLifetimes, check_publish, check_resign, check_yank};
-use super::{PublicKey, TrustError};
+use super::state::{OnlineKeys, Signer, State, current_role};
 use crate::definition::Definition;
 use crate::store::{Store, StoreError, StoredMetadata};
+use crate::trust::metadata::{metafile, publisher_delegation};
+use crate::trust::publisher::plan::delegations_for;
+use crate::trust::verify::{PublishError, RoleLifetimes, check_publish, check_resign, check_yank};
+use crate::trust::{PublicKey, TrustError};
 
 /// What a publish or yank changed.
 #[derive(Debug, serde::Serialize)]
@@ -66,25 +66,6 @@ impl From<StoreError> for AcceptError {
             e => AcceptError::Trust(TrustError::Store(e)),
         }
     }
-}
-
-/// The current version of a role (a publisher's top role or one of its bins) as the
-/// newest snapshot lists it.
-pub async fn current_role(
-    store: &Store,
-    snapshot: &Snapshot,
-    role: &str,
-) -> Result<Option<(StoredMetadata, Signed<Targets>)>, TrustError> {
-    let Some(meta) = snapshot.meta.get(&format!("{role}.json")) else {
-        return Ok(None);
-    };
-    let stored = store
-        .metadata(role, meta.version.get())
-        .await?
-        .ok_or_else(|| TrustError::Corrupt(format!("{role} v{} is missing", meta.version)))?;
-    let signed = serde_json::from_slice(&stored.bytes)
-        .map_err(|e| TrustError::Corrupt(format!("{role}: {e}")))?;
-    Ok(Some((stored, signed)))
 }
 
 /// A publisher's current top role and the bins `names`; a delegated bin the snapshot
@@ -399,8 +380,8 @@ pub async fn maintain_builtins(
     signer: &Signer,
     now: i64,
 ) -> Result<BuiltinUpdate, AcceptError> {
-    use super::publish::{Change, Current, Limits, Plan, plan};
-    use crate::catalog::builtin::BUILTIN_PUBLISHER;
+    use crate::definition::BUILTIN_PUBLISHER;
+    use crate::trust::publisher::plan::{Change, Current, Limits, Plan, plan};
     let Some(state) = super::state::current(store).await? else {
         return Ok(BuiltinUpdate::default());
     };
@@ -408,7 +389,7 @@ pub async fn maintain_builtins(
     let Some((stored_top, top)) = current_role(store, snapshot, BUILTIN_PUBLISHER).await? else {
         return Err(TrustError::Corrupt(format!("the {BUILTIN_PUBLISHER} role is missing")).into());
     };
-    let names = super::bins::delegated(BUILTIN_PUBLISHER, &top.signed);
+    let names = crate::trust::bins::delegated(BUILTIN_PUBLISHER, &top.signed);
     let loaded = load_roles(store, snapshot, BUILTIN_PUBLISHER, Some(top), &names).await?;
     let listed: std::collections::HashSet<String> = loaded
         .top
@@ -419,7 +400,9 @@ pub async fn maintain_builtins(
     let defs = store.publisher_definitions(BUILTIN_PUBLISHER).await?;
     let missing: Vec<(&Definition, bool)> = defs
         .iter()
-        .filter(|(d, _)| !listed.contains(&super::metadata::target_name(BUILTIN_PUBLISHER, d)))
+        .filter(|(d, _)| {
+            !listed.contains(&crate::trust::metadata::target_name(BUILTIN_PUBLISHER, d))
+        })
         .map(|(d, y)| (d, *y))
         .collect();
     // Lifetimes as signed: the top role's, kept from `repo init`.

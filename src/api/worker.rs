@@ -8,8 +8,11 @@
 //!   reader token);
 //! - `GET|POST /orgs/{org}/sideloads`, `GET|DELETE /orgs/{org}/sideloads/{name}/{version}`,
 //!   `DELETE /orgs/{org}/sideloads/{name}` — the organization's sideloads (its token).
+//!
+//! Layering: HTTP only; everything else is `sync::Worker`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::body::Bytes;
@@ -20,13 +23,22 @@ use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::plan::PlanError;
-use super::sideload::{Added, Scope, SideloadError};
-use super::store::SyncStoreError;
-use super::view::{Clash, Offer, OrgView, Plugin};
-use super::worker::{PlanRequestError, Worker};
+use super::error::{ErrorCode, HttpError};
+use super::extract::bearer;
+use super::layers::{Limits, too_large, with_layers};
 use crate::definition::{MAX_DEFINITION_BYTES, parse_version};
-use crate::http::HttpError;
+use crate::sync::plan::PlanError;
+use crate::sync::sideload::{Added, Scope, SideloadError};
+use crate::sync::store::SyncStoreError;
+use crate::sync::view::{Clash, Offer, OrgView, Origin, Plugin};
+use crate::sync::worker::{PlanRequestError, Worker};
+
+/// A sideload is one definition (1 MiB at most); views are built in memory, so 30 s is
+/// generous.
+pub const LIMITS: Limits = Limits {
+    body_bytes: MAX_DEFINITION_BYTES,
+    timeout: Duration::from_secs(30),
+};
 
 pub fn router(worker: Arc<Worker>) -> axum::Router {
     let routes = axum::Router::new()
@@ -53,19 +65,14 @@ pub fn router(worker: Arc<Worker>) -> axum::Router {
             get(get_sideload).delete(delete_version),
         )
         .with_state(worker);
-    crate::server::with_layers(routes)
+    with_layers(LIMITS.apply(routes, HttpError::into_response))
 }
 
 type Shared = State<Arc<Worker>>;
 
 impl From<SyncStoreError> for HttpError {
     fn from(e: SyncStoreError) -> Self {
-        tracing::error!(error = %e, "sync store failure");
-        HttpError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "internal error; the operator can find details in the worker log",
-        )
+        HttpError::internal("sync store failure", &e)
     }
 }
 
@@ -74,20 +81,22 @@ impl From<SideloadError> for HttpError {
         let message = e.to_string();
         match e {
             SideloadError::BadOrg(_) => {
-                HttpError::new(StatusCode::BAD_REQUEST, "bad_parameter", message)
+                HttpError::new(StatusCode::BAD_REQUEST, ErrorCode::BadParameter, message)
             }
             SideloadError::Invalid(invalid) => HttpError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_definition",
+                ErrorCode::InvalidDefinition,
                 message,
             )
             .with_details(json!({ "problems": invalid.problems })),
             SideloadError::Conflict { .. } => {
-                HttpError::new(StatusCode::CONFLICT, "version_exists", message)
+                HttpError::new(StatusCode::CONFLICT, ErrorCode::VersionExists, message)
             }
-            SideloadError::TooMany => {
-                HttpError::new(StatusCode::UNPROCESSABLE_ENTITY, "too_many", message)
-            }
+            SideloadError::TooMany => HttpError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                ErrorCode::TooMany,
+                message,
+            ),
             SideloadError::Store(e) => e.into(),
         }
     }
@@ -106,9 +115,13 @@ impl From<PlanRequestError> for HttpError {
                     PlanError::Ambiguous(_)
                     | PlanError::Yanked { .. }
                     | PlanError::NothingInstallable(_) => {
-                        HttpError::new(StatusCode::CONFLICT, "not_installable", message)
+                        HttpError::new(StatusCode::CONFLICT, ErrorCode::NotInstallable, message)
                     }
-                    _ => HttpError::new(StatusCode::BAD_REQUEST, "bad_parameter", message),
+                    PlanError::Empty
+                    | PlanError::TooMany
+                    | PlanError::BadName(_)
+                    | PlanError::BadVersion(_)
+                    | PlanError::Duplicate(_) => HttpError::bad_parameter(message),
                 }
             }
         }
@@ -122,8 +135,8 @@ async fn authorize(
     org: &str,
     write: bool,
 ) -> Result<String, HttpError> {
-    super::sideload::check_org(org)?;
-    let token = crate::http::bearer(headers)?;
+    crate::sync::sideload::check_org(org)?;
+    let token = bearer(headers)?;
     let Some((id, scope)) = worker.store().token_scope(token).await? else {
         return Err(HttpError::unauthorized("the token is unknown or revoked"));
     };
@@ -139,7 +152,11 @@ async fn authorize(
         Scope::Org(own) => format!("this token belongs to organization {own}, not {org}"),
         Scope::Reader => "a reader token cannot change sideloads".to_owned(),
     };
-    Err(HttpError::new(StatusCode::FORBIDDEN, "forbidden", message))
+    Err(HttpError::new(
+        StatusCode::FORBIDDEN,
+        ErrorCode::Forbidden,
+        message,
+    ))
 }
 
 async fn status(State(worker): Shared) -> Result<Response, HttpError> {
@@ -151,7 +168,7 @@ async fn status(State(worker): Shared) -> Result<Response, HttpError> {
 struct PluginSummary<'a> {
     name: &'a str,
     publisher: Option<&'a str>,
-    origin: super::view::Origin,
+    origin: Origin,
     /// The version to install per major, newest major first.
     latest: Vec<&'a Offer>,
     clashes: Vec<&'a Clash>,
@@ -183,7 +200,7 @@ fn find<'a>(view: &'a OrgView, name: &str) -> Result<&'a Plugin, HttpError> {
     if let Some(clash) = view.ambiguity(name) {
         return Err(HttpError::new(
             StatusCode::CONFLICT,
-            "ambiguous",
+            ErrorCode::Ambiguous,
             format!("plugin {name} is offered by several publishers of equal precedence"),
         )
         .with_details(json!({ "clash": clash })));
@@ -245,7 +262,7 @@ async fn upgrades(
     query: Result<Query<UpgradesQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, HttpError> {
     authorize(&worker, &headers, &org, false).await?;
-    let bad = |m: String| HttpError::new(StatusCode::BAD_REQUEST, "bad_parameter", m);
+    let bad = |m: String| HttpError::new(StatusCode::BAD_REQUEST, ErrorCode::BadParameter, m);
     let Query(q) = query.map_err(|e| bad(format!("from: {}", e.body_text())))?;
     let from = version_param("from", &q.from)?;
     let view = worker.view(&org).await?;
@@ -274,7 +291,7 @@ async fn install_plan(
     let Query(q) = query.map_err(|e| {
         HttpError::new(
             StatusCode::BAD_REQUEST,
-            "bad_parameter",
+            ErrorCode::BadParameter,
             format!("plugins: {}", e.body_text()),
         )
     })?;
@@ -299,7 +316,7 @@ async fn add_sideload(
 ) -> Result<Response, HttpError> {
     let token_id = authorize(&worker, &headers, &org, true).await?;
     if body.len() > MAX_DEFINITION_BYTES {
-        return Err(crate::server::too_large(MAX_DEFINITION_BYTES));
+        return Err(too_large(MAX_DEFINITION_BYTES));
     }
     let (def, added) = worker.sideload(&org, &body, &token_id).await?;
     let status = match added {
@@ -373,7 +390,7 @@ fn version_param(field: &str, text: &str) -> Result<semver::Version, HttpError> 
     parse_version(text).map_err(|e| {
         HttpError::new(
             StatusCode::BAD_REQUEST,
-            "bad_parameter",
+            ErrorCode::BadParameter,
             format!("{field}: `{text}` is not a semantic version: {e}"),
         )
     })

@@ -7,14 +7,14 @@ use std::collections::BTreeMap;
 use tough::TargetName;
 use tough::schema::{DelegatedTargets, Delegations, KeyHolder, Signed, Targets};
 
-use super::bins::{self, BIN_MAX_TARGETS, FLAT_MAX_TARGETS};
-use super::verify::TargetMap;
+use crate::trust::bins::{self, BIN_MAX_TARGETS, FLAT_MAX_TARGETS};
+use crate::trust::verify::TargetMap;
 
-use super::metadata::{
+use crate::definition::Definition;
+use crate::trust::metadata::{
     SPEC_VERSION, expiry, publisher_delegation, sign, target, target_name, version,
 };
-use super::{PublicKey, SigningKey, TrustError};
-use crate::definition::Definition;
+use crate::trust::{PublicKey, SigningKey, TrustError};
 
 /// The delegation the server holds for a publisher, as a TUF key holder.
 pub fn delegations_for(
@@ -162,7 +162,7 @@ impl Current {
             .as_ref()
             .and_then(|t| t.signed.delegations.as_ref())
             .ok_or_else(|| TrustError::Sign(format!("{name}: the role delegates no bins")))?;
-        let bin = super::envelope::parse::<Targets>(name, served)
+        let bin = crate::trust::envelope::parse::<Targets>(name, served)
             .and_then(|b| b.verify_delegated(delegations, name).map(|_| b))
             .map_err(|e| TrustError::Sign(format!("bin {name} is not validly signed: {e}")))?;
         self.bins.insert(name.to_owned(), bin.typed);

@@ -12,9 +12,9 @@ use std::collections::BTreeMap;
 
 use tough::schema::{Delegations, Signed, Snapshot, Targets};
 
-use super::PublicKey;
-use super::bins::{self, Layout};
-use super::verify::{PublishError, RoleLifetimes, TargetMap, owned_by, verify_signed};
+use crate::trust::PublicKey;
+use crate::trust::bins::{self, Layout};
+use crate::trust::verify::{PublishError, RoleLifetimes, TargetMap, owned_by, verify_signed};
 
 /// The roles of one upload, each exactly as the publisher signed it.
 #[derive(Debug, Clone, Default)]

@@ -15,10 +15,10 @@ use tough::schema::decoded::{Decoded, Hex};
 use tough::schema::key::Key;
 use tough::schema::{DelegatedRole, Delegations};
 
-use super::TrustError;
 use super::state::{OnlineKeys, sign_targets};
-use crate::catalog::builtin::BUILTIN_PUBLISHER;
+use crate::definition::BUILTIN_PUBLISHER;
 use crate::store::{Store, StoreError};
+use crate::trust::TrustError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SuspendError {

@@ -9,10 +9,10 @@ use std::path::Path;
 
 use tough::schema::{KeyHolder, Metafile, Root, Signed, Snapshot, Targets, Timestamp};
 
-use super::metadata::{SPEC_VERSION, expiry, metafile, sign, stored, version};
 use super::repo::keys_dir;
-use super::{SigningKey, TrustError};
 use crate::store::{Store, StoreError, StoredMetadata};
+use crate::trust::metadata::{SPEC_VERSION, expiry, metafile, sign, stored, version};
+use crate::trust::{SigningKey, TrustError};
 
 /// The keys the server signs with; root keys are never among them.
 pub struct OnlineKeys {
@@ -37,7 +37,7 @@ impl OnlineKeys {
             targets: load("targets")?,
             snapshot: load("snapshot")?,
             timestamp: load("timestamp")?,
-            builtin: load(crate::catalog::builtin::BUILTIN_PUBLISHER)?,
+            builtin: load(crate::definition::BUILTIN_PUBLISHER)?,
         }))
     }
 }
@@ -49,11 +49,11 @@ pub struct Signer {
     pub keys: OnlineKeys,
     pub lock: tokio::sync::Mutex<()>,
     /// The lifetimes publisher roles may be uploaded with.
-    pub lifetimes: super::verify::RoleLifetimes,
+    pub lifetimes: crate::trust::verify::RoleLifetimes,
 }
 
 impl Signer {
-    pub fn new(keys: OnlineKeys, lifetimes: super::verify::RoleLifetimes) -> Signer {
+    pub fn new(keys: OnlineKeys, lifetimes: crate::trust::verify::RoleLifetimes) -> Signer {
         Signer {
             keys,
             lock: tokio::sync::Mutex::new(()),
@@ -179,10 +179,10 @@ pub async fn bins_of(
         .flat_map(|d| &d.roles);
     for p in publishers {
         let snapshot = &state.snapshot.signed.signed;
-        let Some((_, top)) = super::accept::current_role(store, snapshot, &p.name).await? else {
+        let Some((_, top)) = current_role(store, snapshot, &p.name).await? else {
             continue;
         };
-        bins.extend(super::bins::delegated(&p.name, &top.signed));
+        bins.extend(crate::trust::bins::delegated(&p.name, &top.signed));
     }
     Ok(bins)
 }
@@ -316,4 +316,62 @@ pub async fn refresh(store: &Store, keys: &OnlineKeys, now: i64) -> Result<Refre
         Err(StoreError::MetadataExists { .. }) => Ok(Refreshed::default()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Every publisher role and hashed bin the current index delegates (suspended publishers
+/// are not delegated, so not listed), earliest expiry first.
+pub async fn publisher_roles(
+    store: &Store,
+) -> Result<Vec<crate::trust::expiry::RoleExpiry>, TrustError> {
+    let Some(state) = current(store).await? else {
+        return Ok(Vec::new());
+    };
+    let publishers: Vec<String> = state
+        .targets
+        .signed
+        .signed
+        .delegations
+        .iter()
+        .flat_map(|d| d.roles.iter().map(|r| r.name.clone()))
+        .collect();
+    let bins = bins_of(store, &state).await?;
+    let mut out: Vec<crate::trust::expiry::RoleExpiry> = store
+        .metadata_overview()
+        .await?
+        .into_iter()
+        .filter_map(|m| {
+            let publisher = match m.role.split_once('.') {
+                None if publishers.contains(&m.role) => m.role.clone(),
+                Some((p, _)) if bins.contains(&m.role) => p.to_owned(),
+                _ => return None,
+            };
+            Some(crate::trust::expiry::RoleExpiry {
+                publisher,
+                role: m.role,
+                version: m.version,
+                expires_at: m.expires_at,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.expires_at.cmp(&b.expires_at).then(a.role.cmp(&b.role)));
+    Ok(out)
+}
+
+/// The current version of a role (a publisher's top role or one of its bins) as the
+/// newest snapshot lists it.
+pub async fn current_role(
+    store: &Store,
+    snapshot: &Snapshot,
+    role: &str,
+) -> Result<Option<(StoredMetadata, Signed<Targets>)>, TrustError> {
+    let Some(meta) = snapshot.meta.get(&format!("{role}.json")) else {
+        return Ok(None);
+    };
+    let stored = store
+        .metadata(role, meta.version.get())
+        .await?
+        .ok_or_else(|| TrustError::Corrupt(format!("{role} v{} is missing", meta.version)))?;
+    let signed = serde_json::from_slice(&stored.bytes)
+        .map_err(|e| TrustError::Corrupt(format!("{role}: {e}")))?;
+    Ok(Some((stored, signed)))
 }

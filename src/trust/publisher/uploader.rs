@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use tough::schema::Targets;
 
-use super::client::MAX_RESPONSE_BYTES;
-use super::envelope;
-use super::publish::{Change, Current, Limits, Plan, Upload, delegations_for, plan};
+use super::plan::{Change, Current, Limits, Plan, Upload, delegations_for, plan};
 use super::retry::RetryPolicy;
-use super::{PublicKey, SigningKey, TrustError};
+use crate::trust::client::MAX_RESPONSE_BYTES;
+use crate::trust::envelope;
+use crate::trust::{PublicKey, SigningKey, TrustError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum UploadError {
@@ -110,7 +110,7 @@ pub struct Account {
     pub role_lifetime: Option<LifetimeRange>,
     /// The publisher's delegated roles, earliest expiry first.
     #[serde(default)]
-    pub roles: Vec<super::expiry::RoleView>,
+    pub roles: Vec<crate::trust::expiry::RoleView>,
 }
 
 #[derive(Debug, Clone, Copy, serde::Deserialize)]

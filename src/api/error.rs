@@ -1,0 +1,312 @@
+//! The one HTTP error type at the edge. Every domain error converts into it through an
+//! exhaustive `From` (each variant decides its status and code; no catch-all arms), so
+//! a new domain variant fails to compile until someone decides what clients see.
+//!
+//! [`HttpError`] is data; how it is drawn is the surface's choice: `IntoResponse` writes
+//! the JSON body `{"error": {"code", "message", "details"?}}` (plus `Retry-After` on
+//! 429), pages draw HTML (`pages::PageError`), and a surface with its own wire format
+//! (the OCI registry's `{"errors": [...]}`) renders the same fields its own way.
+
+use axum::Json;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::catalog::CatalogError;
+use crate::store::StoreError;
+use crate::trust::TrustError;
+use crate::trust::server::accept::AcceptError;
+use crate::trust::verify::PublishError;
+
+/// The machine-readable `code` of an error body. Clients branch on it, so a code keeps
+/// its meaning once published; the message is for people.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The request is malformed (body not the documented JSON, a bad header).
+    BadRequest,
+    /// A path or query parameter is not acceptable.
+    BadParameter,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    /// A publisher role has no version yet (the first one is 1).
+    NoRole,
+    /// The signed index is not initialized.
+    NotInitialized,
+    /// The publisher is suspended by the operator.
+    Suspended,
+    InvalidDefinition,
+    InvalidMetadata,
+    BadSignature,
+    /// The upload was built on an older state; fetch and sign again.
+    Stale,
+    /// A role's lifetime is outside what the server accepts.
+    Lifetime,
+    /// An upload breaks a rule of the signed index other than the ones above.
+    Rejected,
+    /// The request conflicts with the current state (for example: already initialized).
+    Conflict,
+    VersionExists,
+    TooMany,
+    NotInstallable,
+    Ambiguous,
+    RateLimited,
+    PayloadTooLarge,
+    HeadersTooLarge,
+    /// The request took longer than its surface allows.
+    Timeout,
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::BadParameter => "bad_parameter",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::NoRole => "no_role",
+            ErrorCode::NotInitialized => "not_initialized",
+            ErrorCode::Suspended => "suspended",
+            ErrorCode::InvalidDefinition => "invalid_definition",
+            ErrorCode::InvalidMetadata => "invalid_metadata",
+            ErrorCode::BadSignature => "bad_signature",
+            ErrorCode::Stale => "stale",
+            ErrorCode::Lifetime => "lifetime",
+            ErrorCode::Rejected => "rejected",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::VersionExists => "version_exists",
+            ErrorCode::TooMany => "too_many",
+            ErrorCode::NotInstallable => "not_installable",
+            ErrorCode::Ambiguous => "ambiguous",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::HeadersTooLarge => "headers_too_large",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpError {
+    pub status: StatusCode,
+    pub code: ErrorCode,
+    pub message: String,
+    /// Structured detail, such as the problems of an invalid definition.
+    pub details: Option<serde_json::Value>,
+    /// Seconds for a `Retry-After` header (429).
+    pub retry_after: Option<u64>,
+}
+
+impl HttpError {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
+        HttpError {
+            status,
+            code,
+            message: message.into(),
+            details: None,
+            retry_after: None,
+        }
+    }
+
+    /// 429 `rate_limited` with `Retry-After: retry_after_secs`.
+    pub fn rate_limited(message: impl Into<String>, retry_after_secs: u64) -> Self {
+        HttpError {
+            retry_after: Some(retry_after_secs),
+            ..HttpError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                ErrorCode::RateLimited,
+                message,
+            )
+        }
+    }
+
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    pub fn unauthorized(message: &str) -> Self {
+        HttpError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        HttpError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message)
+    }
+
+    pub fn not_found(what: impl Into<String>) -> Self {
+        HttpError::new(StatusCode::NOT_FOUND, ErrorCode::NotFound, what)
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        HttpError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message)
+    }
+
+    pub fn bad_parameter(message: impl Into<String>) -> Self {
+        HttpError::new(StatusCode::BAD_REQUEST, ErrorCode::BadParameter, message)
+    }
+
+    pub fn unprocessable(code: ErrorCode, message: impl Into<String>) -> Self {
+        HttpError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+    }
+
+    /// A failure of ours, not the client's: logged here, where it is handled, and
+    /// answered without internals. `log` says which part failed, for the log line.
+    pub fn internal(log: &str, error: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %error, "{log}");
+        HttpError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+            "internal error; the operator can find details in the log",
+        )
+    }
+}
+
+impl From<StoreError> for HttpError {
+    fn from(e: StoreError) -> Self {
+        HttpError::internal("store failure", &e)
+    }
+}
+
+impl From<TrustError> for HttpError {
+    fn from(e: TrustError) -> Self {
+        let message = e.to_string();
+        match e {
+            TrustError::Store(e) => e.into(),
+            TrustError::NotInitialized => HttpError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::NotInitialized,
+                message,
+            ),
+            TrustError::AlreadyInitialized => {
+                HttpError::new(StatusCode::CONFLICT, ErrorCode::Conflict, message)
+            }
+            TrustError::Threshold { .. } => HttpError::unprocessable(ErrorCode::Rejected, message),
+            TrustError::PublisherName(..) => HttpError::bad_parameter(message),
+            // The server's own keys, files and stored metadata: never the client's fault.
+            TrustError::Key(_)
+            | TrustError::Sign(_)
+            | TrustError::Io(..)
+            | TrustError::Corrupt(_) => HttpError::internal("signed index failure", &message),
+        }
+    }
+}
+
+impl From<AcceptError> for HttpError {
+    fn from(e: AcceptError) -> Self {
+        use AcceptError as A;
+        let message = e.to_string();
+        match e {
+            A::NotInitialized => HttpError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::NotInitialized,
+                message,
+            ),
+            A::UnknownPublisher(_) | A::NothingPublished(_) => HttpError::not_found(message),
+            A::Suspended(_) => HttpError::new(StatusCode::FORBIDDEN, ErrorCode::Suspended, message),
+            A::Invalid(_) | A::InvalidInBatch(..) => {
+                HttpError::unprocessable(ErrorCode::InvalidDefinition, message)
+            }
+            A::Conflict => HttpError::new(StatusCode::CONFLICT, ErrorCode::Stale, message),
+            A::Refused(e) => e.into(),
+            A::Trust(e) => e.into(),
+        }
+    }
+}
+
+impl From<PublishError> for HttpError {
+    fn from(e: PublishError) -> Self {
+        use PublishError as P;
+        let message = e.to_string();
+        match e {
+            P::Signature { .. } => {
+                HttpError::new(StatusCode::FORBIDDEN, ErrorCode::BadSignature, message)
+            }
+            // Built on an older state: the uploader fetches, signs again and retries.
+            P::Stale { .. } | P::VersionGap { .. } | P::NotABin { .. } => {
+                HttpError::new(StatusCode::CONFLICT, ErrorCode::Stale, message)
+            }
+            P::Metadata { .. } => HttpError::unprocessable(ErrorCode::InvalidMetadata, message),
+            P::Lifetime { .. } => HttpError::unprocessable(ErrorCode::Lifetime, message),
+            P::Malformed { .. }
+            | P::OutsidePath { .. }
+            | P::Immutable { .. }
+            | P::WrongTargets { .. }
+            | P::BytesMismatch { .. }
+            | P::Expiry { .. }
+            | P::NestedDelegation
+            | P::BadBins { .. } => HttpError::unprocessable(ErrorCode::Rejected, message),
+        }
+    }
+}
+
+impl From<CatalogError> for HttpError {
+    fn from(e: CatalogError) -> Self {
+        match e {
+            CatalogError::BadParameter { .. } => HttpError::bad_parameter(e.to_string()),
+            CatalogError::NotFound(what) => HttpError::not_found(format!("{what} not found")),
+            CatalogError::Store(e) => e.into(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: Inner<'a>,
+}
+
+#[derive(Serialize)]
+struct Inner<'a> {
+    code: ErrorCode,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<&'a serde_json::Value>,
+}
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        let body = Body {
+            error: Inner {
+                code: self.code,
+                message: &self.message,
+                details: self.details.as_ref(),
+            },
+        };
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(secs) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, secs.into());
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorCode;
+
+    #[test]
+    fn codes_serialize_as_their_wire_names() {
+        for code in [
+            ErrorCode::BadRequest,
+            ErrorCode::NotInitialized,
+            ErrorCode::PayloadTooLarge,
+            ErrorCode::Internal,
+        ] {
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                serde_json::Value::from(code.as_str())
+            );
+        }
+    }
+}

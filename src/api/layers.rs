@@ -1,0 +1,149 @@
+//! Middleware. [`with_layers`] wraps a whole application (tracing, header size,
+//! security headers); [`Limits::apply`] wraps one surface with its own body limit and
+//! timeout, because a catalog page, a 16 MiB role upload and a multi-gigabyte image
+//! blob need different ones. Errors from a surface's limits are drawn by that
+//! surface's renderer, so a page gets an HTML error and the registry its own shape.
+
+use std::time::Duration;
+
+use axum::extract::{MatchedPath, Request};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tower_http::set_header::SetResponseHeaderLayer;
+use tower_http::trace::TraceLayer;
+use tracing::Span;
+
+use super::error::{ErrorCode, HttpError};
+
+/// The request body a surface accepts unless it says otherwise. Read-only surfaces
+/// take no body; the cap only bounds what a hostile client can make us read.
+pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+/// Total size of the request line and all request headers.
+pub const MAX_HEADER_BYTES: usize = 16 * 1024;
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// How an error produced by a layer is drawn on a surface.
+pub type Render = fn(HttpError) -> Response;
+
+/// One surface's limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The largest request body: a declared larger `Content-Length` is refused before
+    /// anything is read, and a body without one (chunked) is cut at this size.
+    pub body_bytes: usize,
+    /// The longest a request may take, answered with 503 `timeout`.
+    pub timeout: Duration,
+}
+
+impl Limits {
+    /// Wraps every route of `router` (and its 405 answers) in these limits.
+    pub fn apply<S: Clone + Send + Sync + 'static>(
+        self,
+        router: axum::Router<S>,
+        render: Render,
+    ) -> axum::Router<S> {
+        let Limits {
+            body_bytes,
+            timeout,
+        } = self;
+        router
+            .layer(middleware::from_fn(move |req: Request, next: Next| {
+                time_limit(req, next, timeout, render)
+            }))
+            .layer(middleware::from_fn(move |req: Request, next: Next| {
+                limit_body(req, next, body_bytes, render)
+            }))
+    }
+}
+
+/// Middleware applied to a whole application. The last layer added runs first: tracing
+/// sees every request, including those the limits refuse.
+pub fn with_layers<S: Clone + Send + Sync + 'static>(router: axum::Router<S>) -> axum::Router<S> {
+    let header = |name: &'static str, value: &'static str| {
+        SetResponseHeaderLayer::if_not_present(
+            HeaderName::from_static(name),
+            HeaderValue::from_static(value),
+        )
+    };
+    router
+        // Pages use no scripts, so the policy can forbid them outright.
+        .layer(header("content-security-policy", CONTENT_SECURITY_POLICY))
+        .layer(header("x-content-type-options", "nosniff"))
+        .layer(header("referrer-policy", "no-referrer"))
+        .layer(header("x-frame-options", "DENY"))
+        .layer(middleware::from_fn(limit_headers))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(make_span)
+                .on_request(())
+                .on_response(on_response)
+                .on_failure(()),
+        )
+}
+
+fn make_span<B>(req: &axum::http::Request<B>) -> Span {
+    // The matched route, not the raw path: bounded cardinality, no user input in logs.
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str);
+    tracing::info_span!("request", method = %req.method(), route, status = tracing::field::Empty, latency_ms = tracing::field::Empty)
+}
+
+fn on_response<B>(res: &axum::http::Response<B>, latency: Duration, span: &Span) {
+    span.record("status", res.status().as_u16());
+    span.record("latency_ms", latency.as_secs_f64() * 1000.0);
+    tracing::info!("response");
+}
+
+async fn limit_headers(req: Request, next: Next) -> Response {
+    let size: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum::<usize>()
+        + req.uri().to_string().len();
+    if size > MAX_HEADER_BYTES {
+        return HttpError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ErrorCode::HeadersTooLarge,
+            format!("request line and headers exceed {MAX_HEADER_BYTES} bytes"),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+async fn limit_body(req: Request, next: Next, limit: usize, render: Render) -> Response {
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return render(too_large(limit));
+    }
+    next.run(req.map(|b| axum::body::Body::new(http_body_util::Limited::new(b, limit))))
+        .await
+}
+
+async fn time_limit(req: Request, next: Next, limit: Duration, render: Render) -> Response {
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => render(HttpError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Timeout,
+            format!("the request took longer than {} s", limit.as_secs()),
+        )),
+    }
+}
+
+/// 413 for a body over `limit` bytes.
+pub fn too_large(limit: usize) -> HttpError {
+    HttpError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::PayloadTooLarge,
+        format!("the request body exceeds {limit} bytes"),
+    )
+}

@@ -1,0 +1,76 @@
+//! The HTTP layer: one file per surface, each with its `router()`, its own body limit
+//! and timeout (`Limits`), and its own way of drawing errors.
+//!
+//! - `pages`: the server-rendered catalog (HTML errors);
+//! - `catalog`: the JSON read API under `/api/v1/plugins`;
+//! - `tuf`: the signed index's files under `/tuf/`;
+//! - `publishing`: publish, yank, re-sign, `/api/v1/publishers...` (publisher tokens);
+//! - `ops`: `/healthz`, `/readyz`;
+//! - `worker`: the sync worker's local API (its own application, its own state).
+//!
+//! `error` is the one edge error type ([`HttpError`], codes in [`ErrorCode`]), `extract`
+//! what surfaces read from requests (bearer token, client address, `If-None-Match`),
+//! `layers` the middleware.
+//!
+//! Layering: the only module that knows about requests and responses. It calls the
+//! domain modules (`catalog`, `store`, `trust`, `sync`, `web` for view models); none of
+//! them calls back, and none of them depends on axum.
+
+pub mod catalog;
+pub mod error;
+pub mod extract;
+pub mod layers;
+pub mod ops;
+pub mod pages;
+pub mod publishing;
+pub mod tuf;
+pub mod worker;
+
+use std::sync::Arc;
+
+use axum::Router;
+
+pub use error::{ErrorCode, HttpError};
+pub use layers::{Limits, MAX_BODY_BYTES, MAX_HEADER_BYTES};
+pub use publishing::MAX_PUBLISH_BODY_BYTES;
+
+use crate::ratelimit::AuthLimiter;
+use crate::store::Store;
+use crate::trust::server::state::Signer;
+
+/// State shared by the server's handlers. Build it with [`AppState::new`], then set what
+/// differs from the defaults, so new fields do not break callers.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    /// Present once the signed index is initialized; publishing needs it.
+    pub signer: Option<Arc<Signer>>,
+    /// Failed publisher-token authentications, per client address and publisher.
+    pub auth_limits: Arc<AuthLimiter>,
+    /// Take the client address from the rightmost `X-Forwarded-For` entry (set only
+    /// behind a reverse proxy that writes it; otherwise clients could pick their own).
+    pub trust_forwarded_for: bool,
+}
+
+impl AppState {
+    pub fn new(store: Store, signer: Option<Arc<Signer>>) -> AppState {
+        AppState {
+            store,
+            signer,
+            auth_limits: Default::default(),
+            trust_forwarded_for: false,
+        }
+    }
+}
+
+/// The server's whole HTTP application; tests drive it directly with `oneshot`.
+pub fn app(state: AppState) -> Router {
+    let routes = Router::new()
+        .merge(pages::router())
+        .merge(catalog::router())
+        .merge(ops::router())
+        .merge(tuf::router())
+        .merge(publishing::router())
+        .fallback(pages::not_found);
+    layers::with_layers(routes).with_state(state)
+}
