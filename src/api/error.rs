@@ -293,7 +293,34 @@ impl IntoResponse for HttpError {
 
 #[cfg(test)]
 mod tests {
-    use super::ErrorCode;
+    use axum::http::StatusCode;
+
+    use super::{ErrorCode, HttpError};
+    use crate::trust::TrustError;
+
+    #[test]
+    fn trust_errors_that_are_not_ours_are_not_500() {
+        let e = HttpError::from(TrustError::Threshold {
+            threshold: 3,
+            keys: 1,
+        });
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::UNPROCESSABLE_ENTITY, ErrorCode::Rejected)
+        );
+        let e = HttpError::from(TrustError::NotInitialized);
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::NotInitialized)
+        );
+        let e = HttpError::from(TrustError::Corrupt("root v2 is missing".into()));
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal)
+        );
+        // Internals stay in the log.
+        assert!(!e.message.contains("root v2"), "{}", e.message);
+    }
 
     #[test]
     fn codes_serialize_as_their_wire_names() {

@@ -147,3 +147,106 @@ pub fn too_large(limit: usize) -> HttpError {
         format!("the request body exceeds {limit} bytes"),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use axum::routing::{get, post};
+    use tower::ServiceExt;
+
+    use super::*;
+
+    fn teapot(e: HttpError) -> Response {
+        // A surface's own shape: the status is kept, the body says which code.
+        (e.status, format!("teapot:{}", e.code)).into_response()
+    }
+
+    async fn body_text(r: Response) -> String {
+        let bytes = axum::body::to_bytes(r.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    fn surface(limits: Limits) -> axum::Router {
+        let routes = axum::Router::new()
+            .route(
+                "/slow",
+                get(|| async {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    "late"
+                }),
+            )
+            .route(
+                "/echo",
+                post(|body: axum::body::Bytes| async move { body.len().to_string() }),
+            );
+        limits.apply(routes, teapot)
+    }
+
+    #[tokio::test]
+    async fn a_surface_draws_its_own_limit_errors() {
+        let app = surface(Limits {
+            body_bytes: 10,
+            timeout: Duration::from_millis(50),
+        });
+        let r = app
+            .clone()
+            .oneshot(Request::get("/slow").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body_text(r).await, "teapot:timeout");
+
+        let r = app
+            .clone()
+            .oneshot(
+                Request::post("/echo")
+                    .header("content-length", "11")
+                    .body(Body::from(vec![b'a'; 11]))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(body_text(r).await, "teapot:payload_too_large");
+
+        let r = app
+            .oneshot(
+                Request::post("/echo")
+                    .body(Body::from(vec![b'a'; 10]))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(body_text(r).await, "10");
+    }
+
+    #[tokio::test]
+    async fn two_surfaces_keep_their_own_limits() {
+        let small = surface(Limits {
+            body_bytes: 4,
+            timeout: Duration::from_secs(5),
+        });
+        let large = axum::Router::new().nest(
+            "/large",
+            surface(Limits {
+                body_bytes: 64,
+                timeout: Duration::from_secs(5),
+            }),
+        );
+        let app = small.merge(large);
+        let post = |path: &str| {
+            Request::post(path)
+                .body(Body::from(vec![b'a'; 32]))
+                .unwrap()
+        };
+        let r = app.clone().oneshot(post("/echo")).await.unwrap();
+        assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        let r = app.oneshot(post("/large/echo")).await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(body_text(r).await, "32");
+    }
+}
