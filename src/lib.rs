@@ -7,6 +7,7 @@
 pub mod catalog;
 pub mod cli;
 pub mod clock;
+mod db;
 pub mod definition;
 pub mod http;
 pub mod ops;
