@@ -15,6 +15,7 @@ pub mod ratelimit;
 pub mod server;
 pub mod store;
 pub mod sync;
+pub mod token;
 pub mod trust;
 pub mod web;
 
