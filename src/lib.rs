@@ -9,11 +9,13 @@ pub mod api;
 pub mod catalog;
 pub mod cli;
 pub mod clock;
+mod db;
 pub mod definition;
 pub mod ratelimit;
 pub mod server;
 pub mod store;
 pub mod sync;
+pub mod token;
 pub mod trust;
 pub mod web;
 

@@ -8,13 +8,14 @@ mod tuf;
 mod write;
 
 use std::path::Path;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::SqliteSynchronous;
 use sqlx::{Row, SqlitePool};
 
+use crate::db;
 use crate::definition::Definition;
 
 pub use publishers::PublisherRecord;
@@ -109,6 +110,8 @@ pub struct Facets {
     pub publishers: Vec<String>,
 }
 
+static MIGRATIONS: Migrator = sqlx::migrate!("./migrations");
+
 /// How long cached facets may lag a write made by another process (a second replica);
 /// this process's own writes clear the cache at once.
 const FACETS_TTL: Duration = Duration::from_secs(30);
@@ -125,32 +128,20 @@ pub struct Store {
 impl Store {
     /// Opens (creating if needed) the database file and applies pending migrations.
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
+        let options = db::file_options(path)
             .synchronous(SqliteSynchronous::Normal)
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(5))
             // 16 MiB page cache per connection keeps the catalog tables and search index
             // in memory at 10,000 plugins (SQLite's default is 2 MiB).
             .pragma("cache_size", "-16384");
-        Self::connect(options, 4).await
+        Self::with_pool(db::open_file::<StoreError>(options, &MIGRATIONS).await?).await
     }
 
     /// A private in-memory database, for tests.
     pub async fn open_in_memory() -> Result<Store, StoreError> {
-        let options = SqliteConnectOptions::from_str("sqlite::memory:")?.foreign_keys(true);
-        // One connection: every connection to :memory: would be its own database.
-        Self::connect(options, 1).await
+        Self::with_pool(db::open_memory::<StoreError>(&MIGRATIONS).await?).await
     }
 
-    async fn connect(options: SqliteConnectOptions, max: u32) -> Result<Store, StoreError> {
-        let pool = SqlitePoolOptions::new()
-            .max_connections(max)
-            .connect_with(options)
-            .await?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
+    async fn with_pool(pool: SqlitePool) -> Result<Store, StoreError> {
         let store = Store {
             pool,
             facets: Arc::default(),

@@ -2,12 +2,11 @@
 //! database. A sideload passes the same `Definition::parse` as `marketplace validate`;
 //! versions are immutable like published ones, so a changed file needs a new version.
 
-use aws_lc_rs::rand::{SecureRandom, SystemRandom};
 use serde::Serialize;
 
 use super::store::{SyncStore, SyncStoreError};
 use crate::definition::{Definition, InvalidDefinition};
-use crate::trust::server::publishers::token_hash;
+use crate::token;
 
 /// Sideloaded versions one organization may hold: enough for hand-inserted plugins,
 /// small enough that an organization's view stays cheap to build per request.
@@ -96,14 +95,6 @@ pub fn check_org(org: &str) -> Result<(), SideloadError> {
     } else {
         Err(SideloadError::BadOrg(org.chars().take(80).collect()))
     }
-}
-
-fn random_hex(n: usize) -> String {
-    let mut bytes = vec![0u8; n];
-    SystemRandom::new()
-        .fill(&mut bytes)
-        .expect("the system random source works");
-    hex::encode(bytes)
 }
 
 impl SyncStore {
@@ -233,11 +224,11 @@ impl SyncStore {
             }
             Scope::Reader => None,
         };
-        let id = random_hex(6);
-        let token = format!("{TOKEN_PREFIX}{}", random_hex(32));
+        let id = token::random_hex(6);
+        let token = token::generate(TOKEN_PREFIX);
         sqlx::query("INSERT INTO tokens (id, sha256, org, created_at) VALUES (?, ?, ?, ?)")
             .bind(&id)
-            .bind(token_hash(&token))
+            .bind(token::hash(&token))
             .bind(org)
             .bind(now)
             .execute(&self.pool)
@@ -255,7 +246,7 @@ impl SyncStore {
         }
         let row: Option<(String, Option<String>)> =
             sqlx::query_as("SELECT id, org FROM tokens WHERE sha256 = ? AND revoked_at IS NULL")
-                .bind(token_hash(token))
+                .bind(token::hash(token))
                 .fetch_optional(&self.pool)
                 .await?;
         Ok(row.map(|(id, org)| (id, org.map_or(Scope::Reader, Scope::Org))))

@@ -3,16 +3,16 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::str::FromStr;
-use std::time::Duration;
 
 use sqlx::Row;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{SqlitePool, SqliteSynchronous};
 
 use super::view::Summary;
+use crate::db;
 use crate::definition::Definition;
+
+static MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sync");
 
 /// Rows per INSERT statement: 10 values each, well under SQLite's 32,766 parameters.
 const INSERT_ROWS: usize = 500;
@@ -119,28 +119,16 @@ pub struct SourceStatus {
 impl SyncStore {
     /// Opens (creating if missing) the database file and applies migrations.
     pub async fn open(path: &Path) -> Result<SyncStore, SyncStoreError> {
-        let options = SqliteConnectOptions::new()
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            // FULL: a round acknowledged as stored survives power loss, not only a crash.
-            .synchronous(SqliteSynchronous::Full)
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(5));
-        Self::connect(options, 4).await
+        // FULL: a round acknowledged as stored survives power loss, not only a crash.
+        let options = db::file_options(path).synchronous(SqliteSynchronous::Full);
+        Self::with_pool(db::open_file::<SyncStoreError>(options, &MIGRATIONS).await?).await
     }
 
     pub async fn open_in_memory() -> Result<SyncStore, SyncStoreError> {
-        let options = SqliteConnectOptions::from_str("sqlite::memory:")?.foreign_keys(true);
-        Self::connect(options, 1).await
+        Self::with_pool(db::open_memory::<SyncStoreError>(&MIGRATIONS).await?).await
     }
 
-    async fn connect(options: SqliteConnectOptions, max: u32) -> Result<SyncStore, SyncStoreError> {
-        let pool = SqlitePoolOptions::new()
-            .max_connections(max)
-            .connect_with(options)
-            .await?;
-        sqlx::migrate!("./migrations/sync").run(&pool).await?;
+    async fn with_pool(pool: SqlitePool) -> Result<SyncStore, SyncStoreError> {
         let store = SyncStore { pool };
         let refreshed = store.refresh_stale_summaries().await?;
         if refreshed > 0 {

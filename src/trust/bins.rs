@@ -65,14 +65,8 @@ pub fn binned_top(
 ) -> Targets {
     let mut top = Targets::new(SPEC_VERSION.into(), version(next_version), expires);
     let mut d = Delegations::new();
-    for k in keys {
-        d.keys
-            .insert(k.tuf_key().key_id().expect("ed25519 key id"), k.tuf_key());
-    }
-    let keyids: Vec<_> = keys
-        .iter()
-        .map(|k| k.tuf_key().key_id().expect("ed25519 key id"))
-        .collect();
+    d.keys.extend(keys.iter().map(PublicKey::tuf_entry));
+    let keyids: Vec<_> = keys.iter().map(PublicKey::tuf_key_id).collect();
     for prefix in prefixes(prefix_len) {
         d.roles.push(DelegatedRole {
             name: bin_name(publisher, &prefix),
@@ -147,11 +141,7 @@ pub fn layout(
     let first = &d.roles[0];
     let signers: Vec<PublicKey> = registered
         .iter()
-        .filter(|k| {
-            first
-                .keyids
-                .contains(&k.tuf_key().key_id().expect("ed25519 key id"))
-        })
+        .filter(|k| first.keyids.contains(&k.tuf_key_id()))
         .cloned()
         .collect();
     let bin_threshold = first.threshold.get();

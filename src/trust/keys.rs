@@ -11,6 +11,7 @@ use std::path::Path;
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{Ed25519KeyPair, KeyPair};
 use serde::{Deserialize, Serialize};
+use tough::schema::decoded::{Decoded, Hex};
 use tough::schema::key::{Ed25519Key, Ed25519Scheme, Key};
 
 const PEM_TAG: &str = "PRIVATE KEY";
@@ -245,10 +246,20 @@ impl PublicKey {
         }
     }
 
-    /// TUF key id: hex sha256 of the key's canonical JSON.
+    /// TUF key id as metadata holds it: sha256 of the key's canonical JSON.
+    pub fn tuf_key_id(&self) -> Decoded<Hex> {
+        // Serializing an ed25519 key object cannot fail: it is three fixed strings.
+        self.tuf_key().key_id().expect("an ed25519 key serializes")
+    }
+
+    /// The key with its id, as an entry of a metadata `keys` map.
+    pub fn tuf_entry(&self) -> (Decoded<Hex>, Key) {
+        (self.tuf_key_id(), self.tuf_key())
+    }
+
+    /// TUF key id in hex, as pages, logs and the database show it.
     pub fn key_id(&self) -> String {
-        let id = self.tuf_key().key_id().expect("an ed25519 key serializes");
-        hex::encode(id.as_ref())
+        hex::encode(self.tuf_key_id().as_ref())
     }
 
     /// The `.pub` file contents.

@@ -214,10 +214,7 @@ pub fn publisher_delegation(
 ) -> Result<DelegatedRole, TrustError> {
     Ok(DelegatedRole {
         name: publisher.to_owned(),
-        keyids: keys
-            .iter()
-            .map(|k| k.tuf_key().key_id().expect("ed25519 key id"))
-            .collect(),
+        keyids: keys.iter().map(PublicKey::tuf_key_id).collect(),
         threshold: version(threshold),
         paths: PathSet::Paths(vec![
             PathPattern::new(format!("{publisher}/*/*"))

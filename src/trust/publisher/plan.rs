@@ -23,10 +23,7 @@ pub fn delegations_for(
     threshold: u64,
 ) -> Result<Delegations, TrustError> {
     let mut d = Delegations::new();
-    for k in keys {
-        d.keys
-            .insert(k.tuf_key().key_id().expect("key id"), k.tuf_key());
-    }
+    d.keys.extend(keys.iter().map(PublicKey::tuf_entry));
     d.roles
         .push(publisher_delegation(publisher, keys, threshold)?);
     Ok(d)
@@ -418,10 +415,7 @@ struct Signing<'a> {
 
 impl Signing<'_> {
     fn ids(&self) -> Vec<tough::schema::decoded::Decoded<tough::schema::decoded::Hex>> {
-        self.keys
-            .iter()
-            .map(|k| k.public().tuf_key().key_id().expect("ed25519 key id"))
-            .collect()
+        self.keys.iter().map(|k| k.public().tuf_key_id()).collect()
     }
 
     async fn sign(&self, role_name: &str, role: Targets) -> Result<Vec<u8>, TrustError> {

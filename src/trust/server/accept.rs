@@ -228,10 +228,8 @@ async fn signed_files(
             Some(r) => *r = wanted,
             None => d.roles.push(wanted),
         }
-        for k in &publisher.publics {
-            d.keys
-                .insert(k.tuf_key().key_id().expect("key id"), k.tuf_key());
-        }
+        d.keys
+            .extend(publisher.publics.iter().map(PublicKey::tuf_entry));
         // A rotated-out key no role names any more leaves the metadata.
         let used: std::collections::HashSet<_> = d
             .roles

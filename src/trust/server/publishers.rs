@@ -1,9 +1,6 @@
 //! Registering publishers: name rules, their keys, API tokens (shown once, stored as a
 //! sha256 hash).
 
-use aws_lc_rs::rand::{SecureRandom, SystemRandom};
-use sha2::{Digest, Sha256};
-
 use crate::definition::BUILTIN_PUBLISHER;
 use crate::definition::is_dns_label;
 use crate::store::Store;
@@ -37,17 +34,10 @@ pub fn check_name(name: &str) -> Result<(), TrustError> {
 
 /// A new random API token: `mkt_` and 64 hex digits (256 bits).
 pub fn new_token() -> String {
-    let mut bytes = [0u8; 32];
-    SystemRandom::new()
-        .fill(&mut bytes)
-        .expect("the system random source works");
-    format!("{TOKEN_PREFIX}{}", hex::encode(bytes))
+    crate::token::generate(TOKEN_PREFIX)
 }
 
-/// What the database keeps of a token.
-pub fn token_hash(token: &str) -> String {
-    hex::encode(Sha256::digest(token.as_bytes()))
-}
+pub use crate::token::hash as token_hash;
 
 /// Registers a publisher and returns its first API token (the only time it is shown).
 pub async fn add(

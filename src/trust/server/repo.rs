@@ -89,9 +89,8 @@ pub async fn init(
     let mut role_ids = |ks: &[&SigningKey]| {
         ks.iter()
             .map(|k| {
-                let public = k.public();
-                let id = public.tuf_key().key_id().expect("ed25519 key id");
-                keys.insert(id.clone(), public.tuf_key());
+                let (id, key) = k.public().tuf_entry();
+                keys.insert(id.clone(), key);
                 id
             })
             .collect::<Vec<_>>()
@@ -129,10 +128,8 @@ pub async fn init(
     let builtin_key = &online[BUILTIN_PUBLISHER];
     let delegation = publisher_delegation(BUILTIN_PUBLISHER, &[builtin_key.public()], 1)?;
     let mut delegations = Delegations::new();
-    delegations.keys.insert(
-        builtin_key.public().tuf_key().key_id().expect("key id"),
-        builtin_key.public().tuf_key(),
-    );
+    let (builtin_id, builtin_public) = builtin_key.public().tuf_entry();
+    delegations.keys.insert(builtin_id, builtin_public);
     delegations.roles.push(delegation);
 
     let builtins = store.publisher_definitions(BUILTIN_PUBLISHER).await?;
@@ -274,8 +271,7 @@ pub async fn rotate_root(
     }
     let mut new_ids = Vec::new();
     for k in new_keys {
-        let key = k.public().tuf_key();
-        let id = key.key_id().expect("key id");
+        let (id, key) = k.public().tuf_entry();
         root.keys.insert(id.clone(), key);
         new_ids.push(id);
     }
