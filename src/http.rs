@@ -106,9 +106,8 @@ impl From<crate::trust::accept::AcceptError> for HttpError {
             A::Refused(P::Signature { .. }) => {
                 HttpError::new(StatusCode::FORBIDDEN, "bad_signature", message)
             }
-            A::Refused(P::Stale { .. } | P::VersionGap { .. } | P::NotABin(..)) | A::Conflict => {
-                HttpError::new(StatusCode::CONFLICT, "stale", message)
-            }
+            A::Refused(P::Stale { .. } | P::VersionGap { .. } | P::NotABin { .. })
+            | A::Conflict => HttpError::new(StatusCode::CONFLICT, "stale", message),
             A::Refused(P::Metadata(_)) => HttpError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid_metadata",
