@@ -179,8 +179,8 @@ pub(super) fn validate(m: &Manifest) -> Result<(semver::Version, ImageRef), Inva
     }
     let image = match ImageRef::parse(&spec.image) {
         Ok(image) => Some(image),
-        Err(msg) => {
-            p.add("spec.image", &spec.image, msg);
+        Err(e) => {
+            p.add("spec.image", &spec.image, e.to_string());
             None
         }
     };
