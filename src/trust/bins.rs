@@ -12,10 +12,13 @@
 //! keys.
 
 use sha2::{Digest, Sha256};
-use tough::schema::{DelegatedRole, Delegations, PathHashPrefix, PathSet, Targets};
+use std::collections::BTreeMap;
+
+use tough::schema::{DelegatedRole, Delegations, PathHashPrefix, PathSet, Signed, Targets};
 
 use super::PublicKey;
 use super::metadata::{SPEC_VERSION, version};
+use super::verify::TargetMap;
 
 /// A flat role past this many targets is split into bins.
 pub const FLAT_MAX_TARGETS: usize = 1024;
@@ -155,6 +158,15 @@ pub fn delegated(publisher: &str, top: &Targets) -> Vec<String> {
             .collect(),
         None => Vec::new(),
     }
+}
+
+/// The targets the bins `names` list together (a name not in `loaded` adds nothing).
+pub fn union(loaded: &BTreeMap<String, Signed<Targets>>, names: &[String]) -> TargetMap {
+    names
+        .iter()
+        .filter_map(|n| loaded.get(n))
+        .flat_map(|b| b.signed.targets.clone())
+        .collect()
 }
 
 /// The layout of a publisher's top role. A binned one must be what [`binned_top`]

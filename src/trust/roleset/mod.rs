@@ -198,10 +198,13 @@ pub fn verify_set(
         // A new top role: every current target is compared.
         (Some(_), Some(old_top)) => match bins::prefix_len(publisher, &old_top.signed) {
             None => old_top.signed.targets.clone(),
-            Some(_) => union(current, &bins::delegated(publisher, &old_top.signed)),
+            Some(_) => bins::union(&current.bins, &bins::delegated(publisher, &old_top.signed)),
         },
         // Bins alone: the uploaded bins as they are now.
-        (None, Some(_)) => union(current, &upload.bins.keys().cloned().collect::<Vec<_>>()),
+        (None, Some(_)) => bins::union(
+            &current.bins,
+            &upload.bins.keys().cloned().collect::<Vec<_>>(),
+        ),
     };
     Ok(Verified {
         roles,
@@ -209,14 +212,6 @@ pub fn verify_set(
         old: old_map,
         new: new_map,
     })
-}
-
-fn union(current: &CurrentRoles, names: &[String]) -> TargetMap {
-    names
-        .iter()
-        .filter_map(|n| current.bins.get(n))
-        .flat_map(|b| b.signed.targets.clone())
-        .collect()
 }
 
 #[cfg(test)]
