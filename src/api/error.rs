@@ -237,7 +237,13 @@ impl From<PublishError> for HttpError {
             }
             P::Metadata { .. } => HttpError::unprocessable(ErrorCode::InvalidMetadata, message),
             P::Lifetime { .. } => HttpError::unprocessable(ErrorCode::Lifetime, message),
-            P::Malformed { .. }
+            P::NoRole
+            | P::FirstRoleMissing { .. }
+            | P::AlreadyPublished { .. }
+            | P::NoDefinition
+            | P::ResignAddsTargets
+            | P::YankChangesTargets
+            | P::NothingYanked
             | P::OutsidePath { .. }
             | P::Immutable { .. }
             | P::WrongTargets { .. }

@@ -13,6 +13,36 @@ pub struct ImageRef {
     pub digest: String,
 }
 
+/// Why a string is not a digest-pinned image reference; each message says what to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageRefError {
+    #[error("image reference is longer than {MAX_LEN} characters")]
+    TooLong,
+    #[error(
+        "image `{image}` is not pinned by digest; write it as repository@sha256:<64 hex digits>"
+    )]
+    NotPinned { image: String },
+    #[error("digest `{digest}` must use sha256 (`sha256:<64 hex digits>`)")]
+    NotSha256 { digest: String },
+    #[error("digest `{digest}` must be `sha256:` followed by exactly 64 lowercase hex digits")]
+    BadDigest { digest: String },
+    #[error("image repository is empty")]
+    EmptyRepository,
+    #[error(
+        "image `{repository}` carries a tag next to the digest; drop the tag, the digest alone pins the image"
+    )]
+    Tagged { repository: String },
+    #[error("image registry host `{host}` is not a valid host[:port]")]
+    BadHost { host: String },
+    #[error(
+        "image path component `{component}` must be lowercase letters and digits, separated by `.`, `_`, `__` or `-`"
+    )]
+    BadComponent { component: String },
+}
+
+/// Longest accepted reference.
+const MAX_LEN: usize = 512;
+
 impl fmt::Display for ImageRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}@{}", self.repository, self.digest)
@@ -21,28 +51,28 @@ impl fmt::Display for ImageRef {
 
 impl ImageRef {
     /// Parses `repo@sha256:<hex>`; the error says what to change.
-    pub fn parse(s: &str) -> Result<ImageRef, String> {
-        if s.len() > 512 {
-            return Err("image reference is longer than 512 characters".into());
+    pub fn parse(s: &str) -> Result<ImageRef, ImageRefError> {
+        if s.len() > MAX_LEN {
+            return Err(ImageRefError::TooLong);
         }
         let Some((repository, digest)) = s.split_once('@') else {
-            return Err(format!(
-                "image `{s}` is not pinned by digest; write it as repository@sha256:<64 hex digits>"
-            ));
+            return Err(ImageRefError::NotPinned {
+                image: s.to_owned(),
+            });
         };
         let Some(hex) = digest.strip_prefix("sha256:") else {
-            return Err(format!(
-                "digest `{digest}` must use sha256 (`sha256:<64 hex digits>`)"
-            ));
+            return Err(ImageRefError::NotSha256 {
+                digest: digest.to_owned(),
+            });
         };
         if hex.len() != 64
             || !hex
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         {
-            return Err(format!(
-                "digest `{digest}` must be `sha256:` followed by exactly 64 lowercase hex digits"
-            ));
+            return Err(ImageRefError::BadDigest {
+                digest: digest.to_owned(),
+            });
         }
         validate_repository(repository)?;
         Ok(ImageRef {
@@ -53,16 +83,16 @@ impl ImageRef {
 }
 
 /// OCI distribution's repository grammar, plus an optional registry host[:port].
-fn validate_repository(repo: &str) -> Result<(), String> {
+fn validate_repository(repo: &str) -> Result<(), ImageRefError> {
     if repo.is_empty() {
-        return Err("image repository is empty".into());
+        return Err(ImageRefError::EmptyRepository);
     }
     let mut parts: Vec<&str> = repo.split('/').collect();
     let last = parts.last().copied().unwrap_or_default();
     if last.contains(':') {
-        return Err(format!(
-            "image `{repo}` carries a tag next to the digest; drop the tag, the digest alone pins the image"
-        ));
+        return Err(ImageRefError::Tagged {
+            repository: repo.to_owned(),
+        });
     }
     // A first component with a dot or port, or "localhost", names a registry host.
     if parts.len() > 1 && (parts[0].contains(['.', ':']) || parts[0] == "localhost") {
@@ -74,16 +104,16 @@ fn validate_repository(repo: &str) -> Result<(), String> {
             });
         let port_ok = port.is_empty() || port.parse::<u16>().is_ok();
         if !host_ok || !port_ok {
-            return Err(format!(
-                "image registry host `{host}` is not a valid host[:port]"
-            ));
+            return Err(ImageRefError::BadHost {
+                host: host.to_owned(),
+            });
         }
     }
     for part in parts {
         if !is_path_component(part) {
-            return Err(format!(
-                "image path component `{part}` must be lowercase letters and digits, separated by `.`, `_`, `__` or `-`"
-            ));
+            return Err(ImageRefError::BadComponent {
+                component: part.to_owned(),
+            });
         }
     }
     Ok(())
@@ -130,7 +160,7 @@ mod tests {
             (&format!("ghcr.io/Org/plugin@{D}"), "path component"),
             (&format!("@{D}"), "empty"),
         ] {
-            let err = ImageRef::parse(input).unwrap_err();
+            let err = ImageRef::parse(input).unwrap_err().to_string();
             assert!(err.contains(needle), "{input}: {err}");
         }
     }

@@ -17,7 +17,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 pub use approval::{APPROVAL_CAPABILITIES, Approval, Need};
-pub use image::ImageRef;
+pub use image::{ImageRef, ImageRefError};
 pub use model::*;
 pub use parse::MAX_DEFINITION_BYTES;
 

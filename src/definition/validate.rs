@@ -4,8 +4,8 @@
 use std::collections::HashSet;
 
 use super::{
-    API_VERSION, ImageRef, InvalidDefinition, KIND, Located, Manifest, MenuEntry, Problem,
-    is_dns_label, parse_version,
+    API_VERSION, ImageRef, InvalidDefinition, KIND, Located, Manifest, MenuEntry, Metadata,
+    Permissions, PolicyRule, Problem, Spec, is_dns_label, parse_version,
 };
 
 const MAX_DISPLAY_NAME: usize = 100;
@@ -25,7 +25,35 @@ impl Problems {
 
 pub(super) fn validate(m: &Manifest) -> Result<(semver::Version, ImageRef), InvalidDefinition> {
     let mut p = Problems::default();
+    check_header(&mut p, m);
+    let version = check_metadata(&mut p, &m.metadata);
+    check_permissions(&mut p, &m.spec.permissions);
+    check_requirements(&mut p, &m.spec);
+    check_related_plugins(&mut p, &m.spec, &m.metadata.name);
+    for (section, entries) in [
+        ("organization", &m.spec.menu.organization),
+        ("project", &m.spec.menu.project),
+    ] {
+        check_menu(&mut p, section, entries);
+    }
+    check_list_len(&mut p, "spec.crds", &m.spec.crds);
+    for (i, crd) in m.spec.crds.iter().enumerate() {
+        check_crd(&mut p, &format!("spec.crds[{i}]"), crd);
+    }
+    let image = check_image(&mut p, &m.spec.image);
 
+    match (version, image) {
+        (Some(v), Some(i)) if p.0.is_empty() => Ok((v, i)),
+        _ => {
+            // Reported in file order, as an author reads the file.
+            p.0.sort_by_key(|x| (x.line, x.column));
+            Err(InvalidDefinition { problems: p.0 })
+        }
+    }
+}
+
+/// `apiVersion` and `kind` name this format.
+fn check_header(p: &mut Problems, m: &Manifest) {
     if m.api_version.as_str() != API_VERSION {
         p.add(
             "apiVersion",
@@ -40,9 +68,11 @@ pub(super) fn validate(m: &Manifest) -> Result<(semver::Version, ImageRef), Inva
             format!("must be `{KIND}`, found `{}`", *m.kind),
         );
     }
+}
 
-    let md = &m.metadata;
-    check_label(&mut p, "metadata.name", &md.name, "plugin name");
+/// Name, version, texts, icon, links and tags; the version when it parses.
+fn check_metadata(p: &mut Problems, md: &Metadata) -> Option<semver::Version> {
+    check_label(p, "metadata.name", &md.name, "plugin name");
     let version = match parse_version(&md.version) {
         Ok(v) => Some(v),
         Err(e) => {
@@ -57,30 +87,14 @@ pub(super) fn validate(m: &Manifest) -> Result<(semver::Version, ImageRef), Inva
             None
         }
     };
-    check_len(
-        &mut p,
-        "metadata.displayName",
-        md.display_name.as_ref(),
-        MAX_DISPLAY_NAME,
-    );
-    check_len(
-        &mut p,
-        "metadata.description",
-        md.description.as_ref(),
-        MAX_DESCRIPTION,
-    );
-    check_len(
-        &mut p,
-        "metadata.author",
-        md.author.as_ref(),
-        MAX_SHORT_TEXT,
-    );
-    check_len(
-        &mut p,
-        "metadata.license",
-        md.license.as_ref(),
-        MAX_SHORT_TEXT,
-    );
+    for (path, text, max) in [
+        ("metadata.displayName", &md.display_name, MAX_DISPLAY_NAME),
+        ("metadata.description", &md.description, MAX_DESCRIPTION),
+        ("metadata.author", &md.author, MAX_SHORT_TEXT),
+        ("metadata.license", &md.license, MAX_SHORT_TEXT),
+    ] {
+        check_len(p, path, text.as_ref(), max);
+    }
     if let Some(icon) = md.icon.as_ref().filter(|i| !is_dns_label(i)) {
         p.add(
             "metadata.icon",
@@ -94,103 +108,104 @@ pub(super) fn validate(m: &Manifest) -> Result<(semver::Version, ImageRef), Inva
         ("documentation", &md.urls.documentation),
     ] {
         if let Some(url) = url {
-            check_url(&mut p, &format!("metadata.urls.{field}"), url);
+            check_url(p, &format!("metadata.urls.{field}"), url);
         }
     }
-    check_names(&mut p, "metadata.tags", &md.tags, "tag");
+    check_names(p, "metadata.tags", &md.tags, "tag");
+    version
+}
 
-    let spec = &m.spec;
-    check_list_len(
-        &mut p,
+/// Capability names and RBAC rules the plugin asks for.
+fn check_permissions(p: &mut Problems, permissions: &Permissions) {
+    check_capabilities(
+        p,
         "spec.permissions.capabilities",
-        &spec.permissions.capabilities,
+        &permissions.capabilities,
     );
-    for (i, cap) in spec.permissions.capabilities.iter().enumerate() {
-        check_identifier(&mut p, &format!("spec.permissions.capabilities[{i}]"), cap);
+    check_list_len(p, "spec.permissions.rbac", &permissions.rbac);
+    for (i, rule) in permissions.rbac.iter().enumerate() {
+        check_rbac_rule(p, &format!("spec.permissions.rbac[{i}]"), rule);
     }
-    check_list_len(&mut p, "spec.permissions.rbac", &spec.permissions.rbac);
-    for (i, rule) in spec.permissions.rbac.iter().enumerate() {
-        let path = format!("spec.permissions.rbac[{i}]");
-        if rule.verbs.is_empty() {
-            p.add(
-                format!("{path}.verbs"),
-                rule,
-                "at least one verb is required",
-            );
-        }
-        if rule
-            .verbs
-            .iter()
-            .any(|v| v.is_empty() || !v.bytes().all(|b| b.is_ascii_alphabetic() || b == b'*'))
-        {
-            p.add(
-                format!("{path}.verbs"),
-                rule,
-                "verbs are words such as get, list, watch or `*`",
-            );
-        }
-        if rule.resources.is_empty() && rule.non_resource_urls.is_empty() {
-            p.add(
-                format!("{path}.resources"),
-                rule,
-                "at least one resource is required",
-            );
-        }
-        if rule.resources.iter().any(String::is_empty) {
-            p.add(
-                format!("{path}.resources"),
-                rule,
-                "resource names must not be empty",
-            );
-        }
+}
+
+fn check_rbac_rule(p: &mut Problems, path: &str, rule: &Located<PolicyRule>) {
+    if rule.verbs.is_empty() {
+        p.add(
+            format!("{path}.verbs"),
+            rule,
+            "at least one verb is required",
+        );
     }
-    check_list_len(
-        &mut p,
+    if rule
+        .verbs
+        .iter()
+        .any(|v| v.is_empty() || !v.bytes().all(|b| b.is_ascii_alphabetic() || b == b'*'))
+    {
+        p.add(
+            format!("{path}.verbs"),
+            rule,
+            "verbs are words such as get, list, watch or `*`",
+        );
+    }
+    if rule.resources.is_empty() && rule.non_resource_urls.is_empty() {
+        p.add(
+            format!("{path}.resources"),
+            rule,
+            "at least one resource is required",
+        );
+    }
+    if rule.resources.iter().any(String::is_empty) {
+        p.add(
+            format!("{path}.resources"),
+            rule,
+            "resource names must not be empty",
+        );
+    }
+}
+
+/// Cluster capabilities the plugin needs, and requirement flags that contradict what
+/// the rest of the definition asks for.
+fn check_requirements(p: &mut Problems, spec: &Spec) {
+    check_capabilities(
+        p,
         "spec.requirements.capabilities",
         &spec.requirements.capabilities,
     );
-    for (i, cap) in spec.requirements.capabilities.iter().enumerate() {
-        check_identifier(&mut p, &format!("spec.requirements.capabilities[{i}]"), cap);
-    }
     for c in super::approval::contradictions(spec) {
         p.add(c.path, c.at, c.message);
     }
+}
+
+fn check_capabilities(p: &mut Problems, path: &str, list: &[Located<String>]) {
+    check_list_len(p, path, list);
+    for (i, cap) in list.iter().enumerate() {
+        check_identifier(p, &format!("{path}[{i}]"), cap);
+    }
+}
+
+/// Dependencies and suggested plugins: plugin names, each once, never the plugin itself.
+fn check_related_plugins(p: &mut Problems, spec: &Spec, own_name: &Located<String>) {
     for (field, list) in [
         ("dependencies", &spec.dependencies),
         ("suggestedPlugins", &spec.suggested_plugins),
     ] {
         let path = format!("spec.{field}");
-        check_names(&mut p, &path, list, "plugin name");
+        check_names(p, &path, list, "plugin name");
         for (i, dep) in list.iter().enumerate() {
-            if dep.as_str() == md.name.as_str() {
+            if dep.as_str() == own_name.as_str() {
                 p.add(format!("{path}[{i}]"), dep, "a plugin cannot list itself");
             }
         }
     }
-    for (section, entries) in [
-        ("organization", &spec.menu.organization),
-        ("project", &spec.menu.project),
-    ] {
-        check_menu(&mut p, section, entries);
-    }
-    check_list_len(&mut p, "spec.crds", &spec.crds);
-    for (i, crd) in spec.crds.iter().enumerate() {
-        check_crd(&mut p, &format!("spec.crds[{i}]"), crd);
-    }
-    let image = match ImageRef::parse(&spec.image) {
-        Ok(image) => Some(image),
-        Err(msg) => {
-            p.add("spec.image", &spec.image, msg);
-            None
-        }
-    };
+}
 
-    match (version, image) {
-        (Some(v), Some(i)) if p.0.is_empty() => Ok((v, i)),
-        _ => {
-            // Reported in file order, as an author reads the file.
-            p.0.sort_by_key(|x| (x.line, x.column));
-            Err(InvalidDefinition { problems: p.0 })
+/// The runtime image, pinned by digest; the reference when it parses.
+fn check_image(p: &mut Problems, image: &Located<String>) -> Option<ImageRef> {
+    match ImageRef::parse(image) {
+        Ok(image) => Some(image),
+        Err(e) => {
+            p.add("spec.image", image, e.to_string());
+            None
         }
     }
 }

@@ -12,11 +12,13 @@
 //! keys.
 
 use sha2::{Digest, Sha256};
-use tough::schema::{DelegatedRole, Delegations, PathHashPrefix, PathSet, Targets};
+use std::collections::BTreeMap;
+
+use tough::schema::{DelegatedRole, Delegations, PathHashPrefix, PathSet, Signed, Targets};
 
 use super::PublicKey;
 use super::metadata::{SPEC_VERSION, version};
-use super::verify::PublishError;
+use super::verify::TargetMap;
 
 /// A flat role past this many targets is split into bins.
 pub const FLAT_MAX_TARGETS: usize = 1024;
@@ -24,6 +26,57 @@ pub const FLAT_MAX_TARGETS: usize = 1024;
 pub const BIN_MAX_TARGETS: usize = 2048;
 /// Hex digits of the longest bin prefix: 256 bins.
 pub const MAX_PREFIX_LEN: usize = 2;
+
+/// What is wrong with a publisher's bins (shown after "hashed bins are malformed: ").
+#[derive(Debug, thiserror::Error)]
+pub enum BinsError {
+    #[error("a role that delegates bins lists no targets itself")]
+    TargetsBesideBins,
+    #[error("bins are named {publisher}.<1 to {MAX_PREFIX_LEN} hex digits>")]
+    Naming { publisher: String },
+    #[error("bins must be delegated to keys registered for the publisher")]
+    UnregisteredKeys,
+    #[error(
+        "the bins' threshold must be at least the publisher's threshold {publisher_threshold} and at most their {keys} key(s)"
+    )]
+    Threshold {
+        bin_threshold: u64,
+        publisher_threshold: u64,
+        keys: usize,
+    },
+    #[error("the role must list exactly the keys its bins are delegated to")]
+    KeysListed,
+    #[error("{needed} bins with {prefix_len}-digit prefixes are needed, {given} given")]
+    BinCount {
+        needed: usize,
+        prefix_len: usize,
+        given: usize,
+    },
+    #[error(
+        "delegation {found} must be `{expected}`: path hash prefix {prefix}, terminating, the same keys and threshold as every bin"
+    )]
+    Delegation {
+        found: String,
+        expected: String,
+        prefix: String,
+    },
+    #[error("a role that lists its targets itself has no bins; upload the role alone")]
+    BinsOfFlatRole,
+    #[error("a new role that delegates bins comes with every bin it delegates; {bin} is missing")]
+    MissingBin { bin: String },
+    #[error("target {target} belongs in bin {belongs}, not {bin}")]
+    Misplaced {
+        target: String,
+        belongs: String,
+        bin: String,
+    },
+    /// Bins alone were uploaded, but the current top role no longer fits the registered
+    /// keys (after a rotation).
+    #[error(
+        "the current role delegates its bins to keys that are no longer registered ({problem}); re-sign everything with `marketplace resign`"
+    )]
+    KeysNoLongerRegistered { problem: Box<BinsError> },
+}
 
 /// How a publisher's role holds its targets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,6 +160,15 @@ pub fn delegated(publisher: &str, top: &Targets) -> Vec<String> {
     }
 }
 
+/// The targets the bins `names` list together (a name not in `loaded` adds nothing).
+pub fn union(loaded: &BTreeMap<String, Signed<Targets>>, names: &[String]) -> TargetMap {
+    names
+        .iter()
+        .filter_map(|n| loaded.get(n))
+        .flat_map(|b| b.signed.targets.clone())
+        .collect()
+}
+
 /// The layout of a publisher's top role. A binned one must be what [`binned_top`]
 /// builds: no targets of its own, every prefix of one length, each bin terminating and
 /// delegated to the same keys, all of them registered for the publisher, with at least
@@ -117,7 +179,7 @@ pub fn layout(
     role: &Targets,
     registered: &[PublicKey],
     threshold: u64,
-) -> Result<Layout, PublishError> {
+) -> Result<Layout, BinsError> {
     let Some(d) = role
         .delegations
         .as_ref()
@@ -125,18 +187,13 @@ pub fn layout(
     else {
         return Ok(Layout::Flat);
     };
-    let bad = |why: String| PublishError::BadBins(why);
     if !role.targets.is_empty() {
-        return Err(bad(
-            "a role that delegates bins lists no targets itself".into()
-        ));
+        return Err(BinsError::TargetsBesideBins);
     }
     let prefix_len = prefix_len(publisher, role)
         .filter(|n| (1..=MAX_PREFIX_LEN).contains(n))
-        .ok_or_else(|| {
-            bad(format!(
-                "bins are named {publisher}.<1 to {MAX_PREFIX_LEN} hex digits>"
-            ))
+        .ok_or_else(|| BinsError::Naming {
+            publisher: publisher.to_owned(),
         })?;
     let first = &d.roles[0];
     let signers: Vec<PublicKey> = registered
@@ -146,15 +203,14 @@ pub fn layout(
         .collect();
     let bin_threshold = first.threshold.get();
     if signers.len() != first.keyids.len() {
-        return Err(bad(
-            "bins must be delegated to keys registered for the publisher".into(),
-        ));
+        return Err(BinsError::UnregisteredKeys);
     }
     if bin_threshold < threshold || bin_threshold > signers.len() as u64 {
-        return Err(bad(format!(
-            "the bins' threshold must be at least the publisher's threshold {threshold} and at most their {} key(s)",
-            signers.len()
-        )));
+        return Err(BinsError::Threshold {
+            bin_threshold,
+            publisher_threshold: threshold,
+            keys: signers.len(),
+        });
     }
     let expected = binned_top(
         publisher,
@@ -166,16 +222,14 @@ pub fn layout(
     );
     let expected = expected.delegations.expect("built with delegations");
     if d.keys != expected.keys {
-        return Err(bad(
-            "the role must list exactly the keys its bins are delegated to".into(),
-        ));
+        return Err(BinsError::KeysListed);
     }
     if d.roles.len() != expected.roles.len() {
-        return Err(bad(format!(
-            "{} bins with {prefix_len}-digit prefixes are needed, {} given",
-            expected.roles.len(),
-            d.roles.len()
-        )));
+        return Err(BinsError::BinCount {
+            needed: expected.roles.len(),
+            prefix_len,
+            given: d.roles.len(),
+        });
     }
     for (got, want) in d.roles.iter().zip(&expected.roles) {
         let same = got.name == want.name
@@ -184,12 +238,11 @@ pub fn layout(
             && got.threshold == want.threshold
             && sorted(&got.keyids) == sorted(&want.keyids);
         if !same {
-            return Err(bad(format!(
-                "delegation {} must be `{}`: path hash prefix {}, terminating, the same keys and threshold as every bin",
-                got.name,
-                want.name,
-                &want.name[publisher.len() + 1..]
-            )));
+            return Err(BinsError::Delegation {
+                found: got.name.clone(),
+                expected: want.name.clone(),
+                prefix: want.name[publisher.len() + 1..].to_owned(),
+            });
         }
     }
     Ok(Layout::Binned { prefix_len })
@@ -267,7 +320,7 @@ mod tests {
         );
         assert!(matches!(
             layout("acme", &mixed, std::slice::from_ref(&key), 1),
-            Err(PublishError::BadBins(m)) if m.contains("no targets")
+            Err(e @ BinsError::TargetsBesideBins) if e.to_string().contains("no targets")
         ));
         // Three-digit prefixes are beyond the supported 256 bins.
         let deep = binned_top("acme", std::slice::from_ref(&key), 1, 3, 2, expires);

@@ -10,26 +10,35 @@ use std::time::Duration;
 use tough::TargetName;
 use tough::schema::{Delegations, Signed, Target, Targets};
 
+use super::bins::BinsError;
 use super::envelope::{self, EnvelopeError};
 use super::metadata::target_name;
+use crate::clock::human_duration;
 use crate::definition::Definition;
 
 /// Why an upload was refused. Each names what to fix.
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
-    #[error("role metadata is not valid TUF targets metadata: {0}")]
-    Malformed(String),
+    #[error("the upload holds no role: give `role`, `bins` or both")]
+    NoRole,
+    #[error("publisher {publisher} has no role yet; the first upload must include `role`")]
+    FirstRoleMissing { publisher: String },
     #[error(transparent)]
     Metadata(#[from] EnvelopeError),
     #[error(
-        "role {role} expires {expires}, in {remaining}; this marketplace accepts roles valid for between {min} and {max} (sign again with an --expires in that range)"
+        "role {role} expires {}, in {}; this marketplace accepts roles valid for between {} and {} (sign again with an --expires in that range)",
+        timestamp(*.expires),
+        human_duration(*.remaining),
+        human_duration(secs(.allowed.min)),
+        human_duration(secs(.allowed.max))
     )]
     Lifetime {
         role: String,
-        expires: String,
-        remaining: String,
-        min: String,
-        max: String,
+        /// Unix seconds.
+        expires: i64,
+        /// Seconds from upload to expiry.
+        remaining: i64,
+        allowed: RoleLifetimes,
     },
     #[error(
         "role {role} is not signed by {threshold} of the publisher keys it is delegated to: {reason}"
@@ -37,7 +46,7 @@ pub enum PublishError {
     Signature {
         role: String,
         threshold: u64,
-        reason: String,
+        reason: EnvelopeError,
     },
     #[error(
         "role {role} version {got} is stale: the current version is {current}; fetch the current metadata and sign again"
@@ -53,26 +62,58 @@ pub enum PublishError {
         got: u64,
         expected: u64,
     },
-    #[error("target {0} lies outside {1}/*/* (publishers own only their own path)")]
-    OutsidePath(String, String),
+    #[error("target {target} lies outside {publisher}/*/* (publishers own only their own path)")]
+    OutsidePath { target: String, publisher: String },
     #[error(
-        "published target {0} was changed or removed; published versions are immutable (yank instead)"
+        "published target {target} was changed or removed; published versions are immutable (yank instead)"
     )]
-    Immutable(String),
-    #[error("the role must add exactly the uploaded definition(s) as [{expected}]; {found}")]
-    WrongTargets { expected: String, found: String },
-    #[error("uploaded definition bytes do not match target {0} (length or sha256 differ)")]
-    BytesMismatch(String),
-    #[error("role {0} must expire in the future, in whole seconds")]
-    Expiry(String),
+    Immutable { target: String },
+    /// Another publish stored this version between verification and storing.
+    #[error(
+        "{publisher}/{name} version {version} is already published with hash {existing}; published versions are immutable"
+    )]
+    AlreadyPublished {
+        publisher: String,
+        name: String,
+        version: String,
+        existing: String,
+    },
+    #[error(
+        "the role must add exactly the uploaded definition(s) as [{}]; it adds [{}]",
+        .expected.join(", "),
+        .added.join(", ")
+    )]
+    WrongTargets {
+        expected: Vec<String>,
+        added: Vec<String>,
+    },
+    #[error("the upload holds no definition; a publish adds at least one")]
+    NoDefinition,
+    #[error(
+        "a re-sign keeps the same targets as now, but the role adds targets (publish them instead)"
+    )]
+    ResignAddsTargets,
+    #[error("a yank keeps the same targets as now, but the role adds or removes targets")]
+    YankChangesTargets,
+    #[error("a yank must leave at least one target newly yanked; nothing changed")]
+    NothingYanked,
+    #[error("uploaded definition bytes do not match target {target} (length or sha256 differ)")]
+    BytesMismatch { target: String },
+    #[error("role {role} must expire in the future, in whole seconds")]
+    Expiry { role: String },
     #[error("publishers may not delegate further")]
     NestedDelegation,
     #[error("hashed bins are malformed: {0}")]
-    BadBins(String),
+    BadBins(#[from] BinsError),
     #[error(
-        "{0} is not a bin of {1}'s current role (its bins may have changed); fetch the current metadata and sign again"
+        "{bin} is not a bin of {publisher}'s current role (its bins may have changed); fetch the current metadata and sign again"
     )]
-    NotABin(String, String),
+    NotABin { bin: String, publisher: String },
+}
+
+/// Unix seconds as an RFC 3339 time, or the number itself when out of range.
+fn timestamp(secs: i64) -> String {
+    jiff::Timestamp::from_second(secs).map_or_else(|_| secs.to_string(), |t| t.to_string())
 }
 
 /// A publisher's targets, whichever roles list them.
@@ -88,7 +129,7 @@ pub fn check_publish(
     for (name, t) in old {
         match new.get(name) {
             Some(n) if n == t => {}
-            _ => return Err(PublishError::Immutable(name.raw().into())),
+            _ => return Err(immutable(name)),
         }
     }
     let mut expected: Vec<String> = defs.iter().map(|d| target_name(publisher, d)).collect();
@@ -101,8 +142,8 @@ pub fn check_publish(
     added.sort();
     if added != expected || expected.windows(2).any(|w| w[0] == w[1]) {
         return Err(PublishError::WrongTargets {
-            found: format!("it adds [{}]", added.join(", ")),
-            expected: expected.join(", "),
+            expected,
+            added: added.into_iter().map(str::to_owned).collect(),
         });
     }
     for def in defs {
@@ -112,7 +153,7 @@ pub fn check_publish(
             || t.hashes.sha256.as_ref()
                 != hex::decode(def.hash.trim_start_matches("sha256:")).unwrap_or_default()
         {
-            return Err(PublishError::BytesMismatch(name));
+            return Err(PublishError::BytesMismatch { target: name });
         }
     }
     Ok(())
@@ -122,16 +163,19 @@ pub fn check_publish(
 pub fn check_resign(old: &TargetMap, new: &TargetMap) -> Result<(), PublishError> {
     for (name, t) in old {
         if new.get(name) != Some(t) {
-            return Err(PublishError::Immutable(name.raw().into()));
+            return Err(immutable(name));
         }
     }
     if new.len() != old.len() {
-        return Err(PublishError::WrongTargets {
-            expected: "the same targets as now".into(),
-            found: "a re-sign adds targets (publish them instead)".into(),
-        });
+        return Err(PublishError::ResignAddsTargets);
     }
     Ok(())
+}
+
+fn immutable(target: &TargetName) -> PublishError {
+    PublishError::Immutable {
+        target: target.raw().to_owned(),
+    }
 }
 
 fn is_yanked(t: &Target) -> bool {
@@ -145,16 +189,11 @@ fn is_yanked(t: &Target) -> bool {
 /// true on at least one; returns the newly yanked target names.
 pub fn check_yank(old: &TargetMap, new: &TargetMap) -> Result<Vec<String>, PublishError> {
     if new.len() != old.len() {
-        return Err(PublishError::WrongTargets {
-            expected: "the same targets as now".into(),
-            found: "a yank adds or removes targets".into(),
-        });
+        return Err(PublishError::YankChangesTargets);
     }
     let mut yanked = Vec::new();
     for (name, old) in old {
-        let new = new
-            .get(name)
-            .ok_or_else(|| PublishError::Immutable(name.raw().into()))?;
+        let new = new.get(name).ok_or_else(|| immutable(name))?;
         let (was, is) = (is_yanked(old), is_yanked(new));
         let mut old_custom = old.custom.clone();
         let mut new_custom = new.custom.clone();
@@ -165,17 +204,14 @@ pub fn check_yank(old: &TargetMap, new: &TargetMap) -> Result<Vec<String>, Publi
             || old_custom != new_custom
             || (was && !is)
         {
-            return Err(PublishError::Immutable(name.raw().into()));
+            return Err(immutable(name));
         }
         if is && !was {
             yanked.push(name.raw().to_owned());
         }
     }
     if yanked.is_empty() {
-        return Err(PublishError::WrongTargets {
-            expected: "at least one target newly yanked".into(),
-            found: "nothing changed".into(),
-        });
+        return Err(PublishError::NothingYanked);
     }
     yanked.sort();
     Ok(yanked)
@@ -210,11 +246,9 @@ impl RoleLifetimes {
         if remaining < secs(self.min) || remaining > secs(self.max) {
             return Err(PublishError::Lifetime {
                 role: role.to_owned(),
-                expires: jiff::Timestamp::from_second(expires)
-                    .map_or_else(|_| expires.to_string(), |t| t.to_string()),
-                remaining: crate::clock::human_duration(remaining),
-                min: crate::clock::human_duration(secs(self.min)),
-                max: crate::clock::human_duration(secs(self.max)),
+                expires,
+                remaining,
+                allowed: *self,
             });
         }
         Ok(())
@@ -251,10 +285,10 @@ pub fn verify_signed(
         .map_or(1, |r| r.threshold.get());
     envelope
         .verify_delegated(holder, role_name)
-        .map_err(|e| PublishError::Signature {
+        .map_err(|reason| PublishError::Signature {
             role: role_name.into(),
             threshold,
-            reason: e.to_string(),
+            reason,
         })?;
     let role = envelope.typed;
     let got = role.signed.version.get();
@@ -274,7 +308,9 @@ pub fn verify_signed(
     }
     let expires = role.signed.expires;
     if expires.as_second() <= now || expires.subsec_nanosecond() != 0 {
-        return Err(PublishError::Expiry(role_name.into()));
+        return Err(PublishError::Expiry {
+            role: role_name.into(),
+        });
     }
     lifetimes.check(role_name, expires.as_second(), now)?;
     Ok(role)

@@ -198,171 +198,205 @@ pub async fn plan(
     now: i64,
     limits: Limits,
 ) -> Result<Plan, TrustError> {
-    let signing = Signing {
-        publisher,
-        keys,
-        expires: expiry(now, lifetime),
+    let planner = Planner {
+        signing: Signing {
+            publisher,
+            keys,
+            expires: expiry(now, lifetime),
+        },
+        current,
+        change,
+        top_version: current.top.as_ref().map_or(0, |t| t.signed.version.get()),
+        limits,
     };
-    let top_version = current.top.as_ref().map_or(0, |t| t.signed.version.get());
-    let Some(len) = current
+    match current
         .top
         .as_ref()
         .and_then(|t| bins::prefix_len(publisher, &t.signed))
-    else {
-        let mut map = current
+    {
+        None => planner.flat().await,
+        Some(len) => planner.binned(len).await,
+    }
+}
+
+/// One update being planned.
+struct Planner<'a> {
+    signing: Signing<'a>,
+    current: &'a Current,
+    change: &'a Change<'a>,
+    top_version: u64,
+    limits: Limits,
+}
+
+impl Planner<'_> {
+    /// From a flat role (or none yet): the next flat role, or bins once it is too large.
+    async fn flat(&self) -> Result<Plan, TrustError> {
+        let mut map = self
+            .current
             .top
             .as_ref()
             .map(|t| t.signed.targets.clone())
             .unwrap_or_default();
-        apply(publisher, &mut map, change)?;
-        if map.len() <= limits.flat_max {
-            let mut role = Targets::new(
-                SPEC_VERSION.into(),
-                version(top_version + 1),
-                signing.expires,
-            );
-            role.delegations = None;
-            let targets = map.len();
-            role.targets = map;
-            return Ok(Plan::Ready(Upload {
-                top: Some(signing.sign(publisher, role).await?),
-                bins: BTreeMap::new(),
-                targets,
-            }));
+        self.apply(&mut map)?;
+        if map.len() > self.limits.flat_max {
+            return self.rebin(map, 1).await;
         }
-        return rebin(&signing, current, top_version, map, 1, limits).await;
-    };
-    let all: Vec<String> = bins::prefixes(len)
-        .iter()
-        .map(|p| bins::bin_name(publisher, p))
-        .collect();
-    let missing = |names: &[String]| -> Vec<String> {
+        let mut role = Targets::new(
+            SPEC_VERSION.into(),
+            version(self.top_version + 1),
+            self.signing.expires,
+        );
+        role.delegations = None;
+        let targets = map.len();
+        role.targets = map;
+        Ok(Plan::Ready(Upload {
+            top: Some(self.signing.sign(self.signing.publisher, role).await?),
+            bins: BTreeMap::new(),
+            targets,
+        }))
+    }
+
+    /// From a top role delegating bins of `len` hex digits: the touched bins re-signed,
+    /// or every bin when the change touches them all, the keys changed or a bin is full.
+    async fn binned(&self, len: usize) -> Result<Plan, TrustError> {
+        let publisher = self.signing.publisher;
+        let touched = self.touched();
+        if touched.is_empty() {
+            // Everything is re-signed (with the same prefix length).
+            return self.resign_every_bin(len, len).await;
+        }
+        let mut names: Vec<String> = touched
+            .iter()
+            .map(|t| bins::bin_name(publisher, &bins::prefix_of(t, len)))
+            .collect();
+        names.sort();
+        names.dedup();
+        let need = self.missing(&names);
+        if !need.is_empty() {
+            return Ok(Plan::Fetch(need));
+        }
+        let mut map = bins::union(&self.current.bins, &names);
+        self.apply(&mut map)?;
+        let mut per_bin: BTreeMap<String, TargetMap> = names
+            .iter()
+            .map(|n| (n.clone(), TargetMap::new()))
+            .collect();
+        for (name, t) in map {
+            let bin = bins::bin_name(publisher, &bins::prefix_of(name.raw(), len));
+            per_bin.entry(bin).or_default().insert(name, t);
+        }
+        if len < bins::MAX_PREFIX_LEN && per_bin.values().any(|m| m.len() > self.limits.bin_max) {
+            return self.resign_every_bin(len, len + 1).await;
+        }
+        let mut upload = Upload::default();
+        for (name, targets) in per_bin {
+            upload.targets += targets.len();
+            let next = self.current.bins[&name].signed.version.get() + 1;
+            upload
+                .bins
+                .insert(name.clone(), self.signing.bin(&name, next, targets).await?);
+        }
+        Ok(Plan::Ready(upload))
+    }
+
+    /// The targets this change touches, when only their bins need signing; empty when
+    /// every role is re-signed (a re-sign, or bins delegated to other keys than ours).
+    fn touched(&self) -> Vec<String> {
+        match self.change {
+            Change::Resign => Vec::new(),
+            _ if !self.bins_are_ours() => Vec::new(),
+            Change::Add(defs) => defs
+                .iter()
+                .map(|(d, _)| target_name(self.signing.publisher, d))
+                .collect(),
+            Change::Yank(names) => names.clone(),
+        }
+    }
+
+    /// Whether the bins are delegated to exactly the signing keys, all of them needed.
+    fn bins_are_ours(&self) -> bool {
+        self.current
+            .top
+            .as_ref()
+            .and_then(|t| t.signed.delegations.as_ref())
+            .and_then(|d| d.roles.first())
+            .is_some_and(|r| {
+                let mut mine: Vec<_> = self.signing.ids();
+                let mut theirs = r.keyids.clone();
+                mine.sort();
+                theirs.sort();
+                mine == theirs && r.threshold.get() == self.signing.keys.len() as u64
+            })
+    }
+
+    /// Every current bin of `len` digits loaded (else the ones to fetch), the change
+    /// applied to all targets, spread over bins of at least `min_len` digits.
+    async fn resign_every_bin(&self, len: usize, min_len: usize) -> Result<Plan, TrustError> {
+        let all: Vec<String> = bins::prefixes(len)
+            .iter()
+            .map(|p| bins::bin_name(self.signing.publisher, p))
+            .collect();
+        let need = self.missing(&all);
+        if !need.is_empty() {
+            return Ok(Plan::Fetch(need));
+        }
+        let mut map = bins::union(&self.current.bins, &all);
+        self.apply(&mut map)?;
+        self.rebin(map, min_len).await
+    }
+
+    /// Those of `names` not fetched yet.
+    fn missing(&self, names: &[String]) -> Vec<String> {
         names
             .iter()
-            .filter(|n| !current.bins.contains_key(*n))
+            .filter(|n| !self.current.bins.contains_key(*n))
             .cloned()
             .collect()
-    };
-    let union = |names: &[String]| -> TargetMap {
-        names
-            .iter()
-            .filter_map(|n| current.bins.get(n))
-            .flat_map(|b| b.signed.targets.clone())
-            .collect()
-    };
-    let ours = current
-        .top
-        .as_ref()
-        .and_then(|t| t.signed.delegations.as_ref())
-        .and_then(|d| d.roles.first())
-        .is_some_and(|r| {
-            let mut mine: Vec<_> = signing.ids();
-            let mut theirs = r.keyids.clone();
-            mine.sort();
-            theirs.sort();
-            mine == theirs && r.threshold.get() == keys.len() as u64
-        });
-    let touched: Vec<String> = match change {
-        Change::Resign => Vec::new(),
-        _ if !ours => Vec::new(),
-        Change::Add(defs) => defs
-            .iter()
-            .map(|(d, _)| target_name(publisher, d))
-            .collect(),
-        Change::Yank(names) => names.clone(),
-    };
-    if touched.is_empty() {
-        // Everything is re-signed (with the same prefix length).
-        let need = missing(&all);
-        if !need.is_empty() {
-            return Ok(Plan::Fetch(need));
-        }
-        let mut map = union(&all);
-        apply(publisher, &mut map, change)?;
-        return rebin(&signing, current, top_version, map, len, limits).await;
     }
-    let mut names: Vec<String> = touched
-        .iter()
-        .map(|t| bins::bin_name(publisher, &bins::prefix_of(t, len)))
-        .collect();
-    names.sort();
-    names.dedup();
-    let need = missing(&names);
-    if !need.is_empty() {
-        return Ok(Plan::Fetch(need));
-    }
-    let mut map = union(&names);
-    apply(publisher, &mut map, change)?;
-    let mut per_bin: BTreeMap<String, TargetMap> = names
-        .iter()
-        .map(|n| (n.clone(), TargetMap::new()))
-        .collect();
-    for (name, t) in map {
-        let bin = bins::bin_name(publisher, &bins::prefix_of(name.raw(), len));
-        per_bin.entry(bin).or_default().insert(name, t);
-    }
-    if len < bins::MAX_PREFIX_LEN && per_bin.values().any(|m| m.len() > limits.bin_max) {
-        let need = missing(&all);
-        if !need.is_empty() {
-            return Ok(Plan::Fetch(need));
-        }
-        let mut map = union(&all);
-        apply(publisher, &mut map, change)?;
-        return rebin(&signing, current, top_version, map, len + 1, limits).await;
-    }
-    let mut upload = Upload::default();
-    for (name, targets) in per_bin {
-        upload.targets += targets.len();
-        let next = current.bins[&name].signed.version.get() + 1;
-        upload
-            .bins
-            .insert(name.clone(), signing.bin(&name, next, targets).await?);
-    }
-    Ok(Plan::Ready(upload))
-}
 
-/// Every target spread over bins of at least `min_len` hex digits (more while a bin
-/// would exceed `limits.bin_max`), with a new top role delegating them.
-async fn rebin(
-    signing: &Signing<'_>,
-    current: &Current,
-    top_version: u64,
-    map: TargetMap,
-    min_len: usize,
-    limits: Limits,
-) -> Result<Plan, TrustError> {
-    let publisher = signing.publisher;
-    let mut len = min_len.max(1);
-    let mut per_bin = split(publisher, &map, len);
-    while len < bins::MAX_PREFIX_LEN && per_bin.values().any(|m| m.len() > limits.bin_max) {
-        len += 1;
-        per_bin = split(publisher, &map, len);
+    fn apply(&self, map: &mut TargetMap) -> Result<(), TrustError> {
+        apply(self.signing.publisher, map, self.change)
     }
-    let publics: Vec<PublicKey> = signing.keys.iter().map(|k| k.public()).collect();
-    let top = bins::binned_top(
-        publisher,
-        &publics,
-        signing.keys.len() as u64,
-        len,
-        top_version + 1,
-        signing.expires,
-    );
-    let mut upload = Upload {
-        top: Some(signing.sign(publisher, top).await?),
-        bins: BTreeMap::new(),
-        targets: map.len(),
-    };
-    for (name, targets) in per_bin {
-        // Bins of a new prefix length start at version 1.
-        let next = current
-            .bins
-            .get(&name)
-            .map_or(1, |b| b.signed.version.get() + 1);
-        upload
-            .bins
-            .insert(name.clone(), signing.bin(&name, next, targets).await?);
+
+    /// Every target spread over bins of at least `min_len` hex digits (more while a bin
+    /// would exceed `limits.bin_max`), with a new top role delegating them.
+    async fn rebin(&self, map: TargetMap, min_len: usize) -> Result<Plan, TrustError> {
+        let signing = &self.signing;
+        let publisher = signing.publisher;
+        let mut len = min_len.max(1);
+        let mut per_bin = split(publisher, &map, len);
+        while len < bins::MAX_PREFIX_LEN && per_bin.values().any(|m| m.len() > self.limits.bin_max)
+        {
+            len += 1;
+            per_bin = split(publisher, &map, len);
+        }
+        let publics: Vec<PublicKey> = signing.keys.iter().map(|k| k.public()).collect();
+        let top = bins::binned_top(
+            publisher,
+            &publics,
+            signing.keys.len() as u64,
+            len,
+            self.top_version + 1,
+            signing.expires,
+        );
+        let mut upload = Upload {
+            top: Some(signing.sign(publisher, top).await?),
+            bins: BTreeMap::new(),
+            targets: map.len(),
+        };
+        for (name, targets) in per_bin {
+            // Bins of a new prefix length start at version 1.
+            let next = self
+                .current
+                .bins
+                .get(&name)
+                .map_or(1, |b| b.signed.version.get() + 1);
+            upload
+                .bins
+                .insert(name.clone(), signing.bin(&name, next, targets).await?);
+        }
+        Ok(Plan::Ready(upload))
     }
-    Ok(Plan::Ready(upload))
 }
 
 /// Targets by the bin of `len`-digit prefixes they belong in; every bin present.

@@ -60,9 +60,17 @@ impl From<StoreError> for AcceptError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::MetadataExists { .. } => AcceptError::Conflict,
-            e @ StoreError::VersionExists { .. } => {
-                AcceptError::Refused(PublishError::Immutable(e.to_string()))
-            }
+            StoreError::VersionExists {
+                publisher,
+                name,
+                version,
+                existing,
+            } => AcceptError::Refused(PublishError::AlreadyPublished {
+                publisher,
+                name,
+                version,
+                existing,
+            }),
             e => AcceptError::Trust(TrustError::Store(e)),
         }
     }
@@ -268,11 +276,7 @@ pub async fn accept(
         })
         .collect::<Result<Vec<_>, _>>()?;
     if defs.is_empty() {
-        return Err(PublishError::WrongTargets {
-            expected: "at least one definition".into(),
-            found: "the upload has none".into(),
-        }
-        .into());
+        return Err(PublishError::NoDefinition.into());
     }
     let who = publisher_keys(store, publisher).await?;
     let state = super::state::current(store)

@@ -1,4 +1,4 @@
-//! The marketplace's TUF repository: creating it, and (next) publishing into it.
+//! The marketplace's TUF repository: creating it, and rotating its root keys.
 //!
 //! Online keys (targets, snapshot, timestamp, and the built-in `fundament` publisher's,
 //! since built-ins ship inside this binary) live in `DATA_DIR/keys/` with mode 0600.
@@ -8,11 +8,14 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use tough::schema::{
-    Delegations, KeyHolder, RoleKeys, RoleType, Root, Snapshot, Targets, Timestamp,
+    DelegatedTargets, Delegations, KeyHolder, Role, RoleKeys, RoleType, Root, Snapshot, Targets,
+    Timestamp,
 };
 
 use crate::definition::BUILTIN_PUBLISHER;
+use crate::definition::Definition;
 use crate::store::Store;
+use crate::store::StoredMetadata;
 use crate::trust::metadata::{
     Lifetimes, SPEC_VERSION, expiry, metafile, publisher_delegation, sign, stored, target,
     target_name, version,
@@ -63,28 +66,108 @@ pub async fn init(
     if store.latest_metadata("root").await?.is_some() {
         return Err(TrustError::AlreadyInitialized);
     }
-    let n_root = params.root_keys.len() as u64;
-    if params.root_threshold == 0 || params.root_threshold > n_root {
-        return Err(TrustError::Threshold {
-            threshold: params.root_threshold,
-            keys: n_root,
-        });
+    check_threshold(params.root_threshold, &params.root_keys)?;
+    let online = online_keys(&keys_dir(data_dir))?;
+    let lt = params.lifetimes;
+    let root = root_v1(&params, &online, expiry(now, lt.root));
+    let root_file = sign_root_v1(&root, &params.root_keys, now).await?;
+    let holder = KeyHolder::Root(root);
+
+    // the built-in publisher's role, then the top-level targets delegating to it
+    let builtin_key = &online[BUILTIN_PUBLISHER];
+    let delegations = builtin_delegations(builtin_key)?;
+    let builtins = store.publisher_definitions(BUILTIN_PUBLISHER).await?;
+    let publisher_role = builtin_role(&builtins, expiry(now, lt.publisher))?;
+    let builtin_holder = KeyHolder::Delegations(delegations.clone());
+    let publisher_file = first_version(
+        BUILTIN_PUBLISHER,
+        publisher_role,
+        &builtin_holder,
+        builtin_key,
+        now,
+    )
+    .await?;
+    let mut top = Targets::new(SPEC_VERSION.into(), version(1), expiry(now, lt.targets));
+    top.delegations = Some(delegations);
+    let targets_file = first_version("targets", top, &holder, &online["targets"], now).await?;
+
+    let mut snapshot = Snapshot::new(SPEC_VERSION.into(), version(1), expiry(now, lt.snapshot));
+    for file in [&targets_file, &publisher_file] {
+        snapshot
+            .meta
+            .insert(format!("{}.json", file.role), metafile(1, &file.bytes));
     }
-    let dir = keys_dir(data_dir);
-    std::fs::create_dir_all(&dir).map_err(|e| TrustError::Io(dir.display().to_string(), e))?;
+    let snapshot_file =
+        first_version("snapshot", snapshot, &holder, &online["snapshot"], now).await?;
+
+    let mut timestamp = Timestamp::new(SPEC_VERSION.into(), version(1), expiry(now, lt.timestamp));
+    timestamp
+        .meta
+        .insert("snapshot.json".into(), metafile(1, &snapshot_file.bytes));
+    let timestamp_file =
+        first_version("timestamp", timestamp, &holder, &online["timestamp"], now).await?;
+
+    let files = [
+        root_file,
+        targets_file,
+        publisher_file,
+        snapshot_file,
+        timestamp_file,
+    ];
+    // Keys first: if init stops before the metadata is stored, running it again works.
+    store
+        .set_publisher_keys(BUILTIN_PUBLISHER, &[builtin_key.public().hex()], 1)
+        .await?;
+    store.put_metadata(&files).await?;
+    store
+        .record_signers(BUILTIN_PUBLISHER, &[builtin_key.public().key_id()])
+        .await?;
+
+    Ok(InitReport {
+        root_key_ids: params
+            .root_keys
+            .iter()
+            .map(|k| k.public().key_id())
+            .collect(),
+        online_key_ids: ONLINE_KEYS
+            .iter()
+            .map(|n| (n.to_string(), online[n].public().key_id()))
+            .collect(),
+        builtin_targets: builtins.len(),
+    })
+}
+
+/// A root threshold `keys` can meet, and at least one signature.
+fn check_threshold(threshold: u64, keys: &[SigningKey]) -> Result<(), TrustError> {
+    let n = keys.len() as u64;
+    if threshold == 0 || threshold > n {
+        return Err(TrustError::Threshold { threshold, keys: n });
+    }
+    Ok(())
+}
+
+/// The online keys, loaded or generated, in `dir` (created private to this user).
+fn online_keys(dir: &Path) -> Result<HashMap<&'static str, SigningKey>, TrustError> {
+    std::fs::create_dir_all(dir).map_err(|e| TrustError::Io(dir.display().to_string(), e))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
             .map_err(|e| TrustError::Io(dir.display().to_string(), e))?;
     }
-    let online: HashMap<&str, SigningKey> = ONLINE_KEYS
+    ONLINE_KEYS
         .iter()
-        .map(|n| online_key(&dir, n).map(|k| (*n, k)))
-        .collect::<Result<_, _>>()?;
-    let lt = params.lifetimes;
+        .map(|n| online_key(dir, n).map(|k| (*n, k)))
+        .collect()
+}
 
-    // root v1
+/// Root version 1: the offline root keys with their threshold; targets, snapshot and
+/// timestamp each one online key.
+fn root_v1(
+    params: &InitParams,
+    online: &HashMap<&str, SigningKey>,
+    expires: jiff::Timestamp,
+) -> Root {
     let mut keys = HashMap::new();
     let mut role_ids = |ks: &[&SigningKey]| {
         ks.iter()
@@ -108,107 +191,70 @@ pub async fn init(
     ] {
         roles.insert(role, role_keys(role_ids(&[&online[name]]), 1));
     }
-    let root_expires = expiry(now, lt.root);
-    let root = Root {
+    Root {
         spec_version: SPEC_VERSION.into(),
         consistent_snapshot: true,
         version: version(1),
-        expires: root_expires,
+        expires,
         keys,
         roles,
         _extra: HashMap::new(),
-    };
-    let holder = KeyHolder::Root(root.clone());
-    let signed_root = sign(root.clone(), &holder, &root_refs).await?;
-    // Signing root does not enforce the threshold (cross-signing needs that): check it.
-    root.verify_role(signed_root.signed())
-        .map_err(|e| TrustError::Sign(e.to_string()))?;
+    }
+}
 
-    // the built-in publisher's role, then the top-level targets delegating to it
-    let builtin_key = &online[BUILTIN_PUBLISHER];
+/// `root` signed by every root key, checked to meet its own threshold.
+async fn sign_root_v1(
+    root: &Root,
+    root_keys: &[SigningKey],
+    now: i64,
+) -> Result<StoredMetadata, TrustError> {
+    let root_refs: Vec<&SigningKey> = root_keys.iter().collect();
+    let signed = sign(root.clone(), &KeyHolder::Root(root.clone()), &root_refs).await?;
+    // Signing root does not enforce the threshold (cross-signing needs that): check it.
+    root.verify_role(signed.signed())
+        .map_err(|e| TrustError::Sign(e.to_string()))?;
+    Ok(stored("root", 1, now, root.expires, &signed))
+}
+
+/// What the top-level targets role delegates: `fundament/*/*` to the built-in key.
+fn builtin_delegations(builtin_key: &SigningKey) -> Result<Delegations, TrustError> {
     let delegation = publisher_delegation(BUILTIN_PUBLISHER, &[builtin_key.public()], 1)?;
     let mut delegations = Delegations::new();
-    let (builtin_id, builtin_public) = builtin_key.public().tuf_entry();
-    delegations.keys.insert(builtin_id, builtin_public);
+    let (id, key) = builtin_key.public().tuf_entry();
+    delegations.keys.insert(id, key);
     delegations.roles.push(delegation);
+    Ok(delegations)
+}
 
-    let builtins = store.publisher_definitions(BUILTIN_PUBLISHER).await?;
-    let publisher_expires = expiry(now, lt.publisher);
-    let mut publisher_role = Targets::new(SPEC_VERSION.into(), version(1), publisher_expires);
-    publisher_role.delegations = None;
-    for (def, yanked) in &builtins {
+/// The built-in publisher's role version 1, listing every stored built-in.
+fn builtin_role(
+    builtins: &[(Definition, bool)],
+    expires: jiff::Timestamp,
+) -> Result<DelegatedTargets, TrustError> {
+    let mut role = Targets::new(SPEC_VERSION.into(), version(1), expires);
+    role.delegations = None;
+    for (def, yanked) in builtins {
         let name = tough::TargetName::new(target_name(BUILTIN_PUBLISHER, def))
             .map_err(|e| TrustError::Sign(e.to_string()))?;
-        publisher_role.targets.insert(name, target(def, *yanked));
+        role.targets.insert(name, target(def, *yanked));
     }
-    let signed_publisher = sign(
-        tough::schema::DelegatedTargets {
-            name: BUILTIN_PUBLISHER.into(),
-            targets: publisher_role,
-        },
-        &KeyHolder::Delegations(delegations.clone()),
-        &[builtin_key],
-    )
-    .await?;
-
-    let targets_expires = expiry(now, lt.targets);
-    let mut top = Targets::new(SPEC_VERSION.into(), version(1), targets_expires);
-    top.delegations = Some(delegations);
-    let signed_top = sign(top, &holder, &[&online["targets"]]).await?;
-
-    let snapshot_expires = expiry(now, lt.snapshot);
-    let mut snapshot = Snapshot::new(SPEC_VERSION.into(), version(1), snapshot_expires);
-    snapshot
-        .meta
-        .insert("targets.json".into(), metafile(1, signed_top.buffer()));
-    snapshot.meta.insert(
-        format!("{BUILTIN_PUBLISHER}.json"),
-        metafile(1, signed_publisher.buffer()),
-    );
-    let signed_snapshot = sign(snapshot, &holder, &[&online["snapshot"]]).await?;
-
-    let timestamp_expires = expiry(now, lt.timestamp);
-    let mut timestamp = Timestamp::new(SPEC_VERSION.into(), version(1), timestamp_expires);
-    timestamp.meta.insert(
-        "snapshot.json".into(),
-        metafile(1, signed_snapshot.buffer()),
-    );
-    let signed_timestamp = sign(timestamp, &holder, &[&online["timestamp"]]).await?;
-
-    let files = [
-        stored("root", 1, now, root_expires, &signed_root),
-        stored("targets", 1, now, targets_expires, &signed_top),
-        stored(
-            BUILTIN_PUBLISHER,
-            1,
-            now,
-            publisher_expires,
-            &signed_publisher,
-        ),
-        stored("snapshot", 1, now, snapshot_expires, &signed_snapshot),
-        stored("timestamp", 1, now, timestamp_expires, &signed_timestamp),
-    ];
-    // Keys first: if init stops before the metadata is stored, running it again works.
-    store
-        .set_publisher_keys(BUILTIN_PUBLISHER, &[builtin_key.public().hex()], 1)
-        .await?;
-    store.put_metadata(&files).await?;
-    store
-        .record_signers(BUILTIN_PUBLISHER, &[builtin_key.public().key_id()])
-        .await?;
-
-    Ok(InitReport {
-        root_key_ids: params
-            .root_keys
-            .iter()
-            .map(|k| k.public().key_id())
-            .collect(),
-        online_key_ids: ONLINE_KEYS
-            .iter()
-            .map(|n| (n.to_string(), online[n].public().key_id()))
-            .collect(),
-        builtin_targets: builtins.len(),
+    Ok(DelegatedTargets {
+        name: BUILTIN_PUBLISHER.into(),
+        targets: role,
     })
+}
+
+/// Version 1 of role `name`, signed with its one online key, as stored.
+async fn first_version<T: Role>(
+    name: &str,
+    role: T,
+    holder: &KeyHolder,
+    key: &SigningKey,
+    now: i64,
+) -> Result<StoredMetadata, TrustError> {
+    let expires = role.expires();
+    let signed = sign(role, holder, &[key]).await?;
+    Ok(stored(name, 1, now, expires, &signed))
 }
 
 fn role_keys(
@@ -239,12 +285,7 @@ pub async fn rotate_root(
         .ok_or(TrustError::NotInitialized)?;
     let old: tough::schema::Signed<Root> = serde_json::from_slice(&current.bytes)
         .map_err(|e| TrustError::Corrupt(format!("root: {e}")))?;
-    if new_threshold == 0 || new_threshold > new_keys.len() as u64 {
-        return Err(TrustError::Threshold {
-            threshold: new_threshold,
-            keys: new_keys.len() as u64,
-        });
-    }
+    check_threshold(new_threshold, new_keys)?;
     let mut root = old.signed.clone();
     let n = current.version + 1;
     root.version = version(n);

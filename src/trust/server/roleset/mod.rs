@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use tough::schema::{Delegations, Signed, Snapshot, Targets};
 
 use crate::trust::PublicKey;
-use crate::trust::bins::{self, Layout};
+use crate::trust::bins::{self, BinsError, Layout};
 use crate::trust::verify::{PublishError, RoleLifetimes, TargetMap, owned_by, verify_signed};
 
 /// The roles of one upload, each exactly as the publisher signed it.
@@ -82,9 +82,7 @@ pub fn verify_set(
 ) -> Result<Verified, PublishError> {
     let publisher = who.publisher;
     if upload.top.is_none() && upload.bins.is_empty() {
-        return Err(PublishError::Malformed(
-            "the upload holds no role: give `role`, `bins` or both".into(),
-        ));
+        return Err(PublishError::NoRole);
     }
     let current_top_version = current.top.as_ref().map_or(0, |t| t.signed.version.get());
     let new_top = upload
@@ -102,17 +100,17 @@ pub fn verify_set(
         })
         .transpose()?;
     let top = new_top.as_ref().or(current.top.as_ref()).ok_or_else(|| {
-        PublishError::Malformed(format!(
-            "publisher {publisher} has no role yet; the first upload must include `role`"
-        ))
+        PublishError::FirstRoleMissing {
+            publisher: publisher.to_owned(),
+        }
     })?;
     let layout = bins::layout(publisher, &top.signed, who.keys, who.threshold).map_err(|e| {
         if new_top.is_some() {
             e
         } else {
-            PublishError::BadBins(format!(
-                "the current role delegates its bins to keys that are no longer registered ({e}); re-sign everything with `marketplace resign`"
-            ))
+            BinsError::KeysNoLongerRegistered {
+                problem: Box::new(e),
+            }
         }
     })?;
     let mut roles = Vec::new();
@@ -122,10 +120,7 @@ pub fn verify_set(
     let new_map = match layout {
         Layout::Flat => {
             if !upload.bins.is_empty() {
-                return Err(PublishError::BadBins(
-                    "a role that lists its targets itself has no bins; upload the role alone"
-                        .into(),
-                ));
+                return Err(BinsError::BinsOfFlatRole.into());
             }
             if top
                 .signed
@@ -143,9 +138,10 @@ pub fn verify_set(
                 .iter()
                 .find(|n| new_top.is_some() && !upload.bins.contains_key(*n))
             {
-                return Err(PublishError::BadBins(format!(
-                    "a new role that delegates bins comes with every bin it delegates; {missing} is missing"
-                )));
+                return Err(BinsError::MissingBin {
+                    bin: missing.clone(),
+                }
+                .into());
             }
             let delegations = top.signed.delegations.as_ref().expect("binned");
             let mut map = TargetMap::new();
@@ -153,7 +149,10 @@ pub fn verify_set(
                 if !names.contains(name) {
                     // Most likely another update moved the targets to other bins since
                     // the publisher fetched: a conflict, to sign again on fresh metadata.
-                    return Err(PublishError::NotABin(name.clone(), publisher.into()));
+                    return Err(PublishError::NotABin {
+                        bin: name.clone(),
+                        publisher: publisher.into(),
+                    });
                 }
                 let current_version = snapshot
                     .meta
@@ -172,11 +171,12 @@ pub fn verify_set(
                 for target in bin.signed.targets.keys() {
                     let belongs = bins::prefix_of(target.raw(), prefix_len);
                     if owned_by(publisher, target.raw()) && belongs != prefix {
-                        return Err(PublishError::BadBins(format!(
-                            "target {} belongs in bin {}, not {name}",
-                            target.raw(),
-                            bins::bin_name(publisher, &belongs)
-                        )));
+                        return Err(BinsError::Misplaced {
+                            target: target.raw().to_owned(),
+                            belongs: bins::bin_name(publisher, &belongs),
+                            bin: name.clone(),
+                        }
+                        .into());
                     }
                 }
                 map.extend(bin.signed.targets.clone());
@@ -187,10 +187,10 @@ pub fn verify_set(
     };
     for name in new_map.keys() {
         if !owned_by(publisher, name.raw()) {
-            return Err(PublishError::OutsidePath(
-                name.raw().into(),
-                publisher.into(),
-            ));
+            return Err(PublishError::OutsidePath {
+                target: name.raw().into(),
+                publisher: publisher.into(),
+            });
         }
     }
     let old_map = match (&new_top, &current.top) {
@@ -198,10 +198,13 @@ pub fn verify_set(
         // A new top role: every current target is compared.
         (Some(_), Some(old_top)) => match bins::prefix_len(publisher, &old_top.signed) {
             None => old_top.signed.targets.clone(),
-            Some(_) => union(current, &bins::delegated(publisher, &old_top.signed)),
+            Some(_) => bins::union(&current.bins, &bins::delegated(publisher, &old_top.signed)),
         },
         // Bins alone: the uploaded bins as they are now.
-        (None, Some(_)) => union(current, &upload.bins.keys().cloned().collect::<Vec<_>>()),
+        (None, Some(_)) => bins::union(
+            &current.bins,
+            &upload.bins.keys().cloned().collect::<Vec<_>>(),
+        ),
     };
     Ok(Verified {
         roles,
@@ -209,14 +212,6 @@ pub fn verify_set(
         old: old_map,
         new: new_map,
     })
-}
-
-fn union(current: &CurrentRoles, names: &[String]) -> TargetMap {
-    names
-        .iter()
-        .filter_map(|n| current.bins.get(n))
-        .flat_map(|b| b.signed.targets.clone())
-        .collect()
 }
 
 #[cfg(test)]
