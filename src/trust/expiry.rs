@@ -53,9 +53,9 @@ pub async fn publisher_roles(store: &Store) -> Result<Vec<RoleExpiry>, TrustErro
         .await?
         .into_iter()
         .filter_map(|m| {
-            let publisher = match m.role.split_once('.') {
+            let publisher = match super::bins::publisher_of_bin(&m.role) {
                 None if publishers.contains(&m.role) => m.role.clone(),
-                Some((p, _)) if bins.contains(&m.role) => p.to_owned(),
+                Some(p) if bins.contains(&m.role) => p.to_owned(),
                 _ => return None,
             };
             Some(RoleExpiry {
