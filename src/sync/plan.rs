@@ -1,7 +1,7 @@
 //! Install plans: which versions to install, in dependency order, what is missing,
 //! which dependencies form cycles and what an admin must approve. Dependencies are
-//! shown and ordered, never enforced (DESIGN §2), so a plan with missing dependencies
-//! is still a plan; it says it is incomplete.
+//! shown and ordered, never enforced (docs/ARCHITECTURE.md, "Precedence rules"), so a
+//! plan with missing dependencies is still a plan; it says it is incomplete.
 
 use std::collections::BTreeMap;
 

@@ -12,13 +12,14 @@
 //! keys.
 
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use tough::schema::{DelegatedRole, Delegations, PathHashPrefix, PathSet, Signed, Targets};
 
 use super::PublicKey;
 use super::metadata::{SPEC_VERSION, version};
 use super::verify::TargetMap;
+use crate::store::StoredMetadata;
 
 /// A flat role past this many targets is split into bins.
 pub const FLAT_MAX_TARGETS: usize = 1024;
@@ -91,6 +92,60 @@ pub enum Layout {
 /// The role name of the bin holding targets whose path hash starts with `prefix`.
 pub fn bin_name(publisher: &str, prefix: &str) -> String {
     format!("{publisher}.{prefix}")
+}
+
+/// The publisher of the bin named `role` (`P` of `P.<prefix>`); `None` for a role that
+/// is not a bin.
+pub fn publisher_of_bin(role: &str) -> Option<&str> {
+    role.split_once('.').map(|(publisher, _)| publisher)
+}
+
+/// A publisher's current bins summed up as one entry, for overviews.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoldedBins {
+    pub publisher: String,
+    pub count: usize,
+    pub lowest_version: u64,
+    pub highest_version: u64,
+    /// When the most recently signed bin was signed.
+    pub signed_at: i64,
+    /// When the first bin to expire expires.
+    pub expires_at: i64,
+}
+
+/// Splits stored roles into the roles that are not bins and, per publisher, its bins
+/// among `current` folded into one entry (by publisher name). Bins not in `current`
+/// (of an older layout, still listed in the snapshot but never fetched) are left out.
+pub fn fold(
+    roles: Vec<StoredMetadata>,
+    current: &HashSet<String>,
+) -> (Vec<StoredMetadata>, Vec<FoldedBins>) {
+    let mut folded: BTreeMap<String, FoldedBins> = BTreeMap::new();
+    let mut others = Vec::new();
+    for m in roles {
+        match publisher_of_bin(&m.role) {
+            None => others.push(m),
+            Some(_) if !current.contains(&m.role) => {}
+            Some(publisher) => {
+                let e = folded
+                    .entry(publisher.to_owned())
+                    .or_insert_with(|| FoldedBins {
+                        publisher: publisher.to_owned(),
+                        count: 0,
+                        lowest_version: m.version,
+                        highest_version: m.version,
+                        signed_at: m.created_at,
+                        expires_at: m.expires_at,
+                    });
+                e.count += 1;
+                e.lowest_version = e.lowest_version.min(m.version);
+                e.highest_version = e.highest_version.max(m.version);
+                e.signed_at = e.signed_at.max(m.created_at);
+                e.expires_at = e.expires_at.min(m.expires_at);
+            }
+        }
+    }
+    (others, folded.into_values().collect())
 }
 
 /// The first `len` hex digits of sha256(target path): how TUF clients (python-tuf,
@@ -269,6 +324,42 @@ mod tests {
         let full = hex::encode(Sha256::digest(b"acme/x/1.0.0.yaml"));
         assert_eq!(prefix_of("acme/x/1.0.0.yaml", 2), full[..2]);
         assert_eq!(bin_name("acme", "3f"), "acme.3f");
+    }
+
+    #[test]
+    fn folds_current_bins_per_publisher_and_drops_older_layouts() {
+        let meta = |role: &str, version: u64, created_at: i64, expires_at: i64| StoredMetadata {
+            role: role.into(),
+            version,
+            bytes: Vec::new(),
+            sha256: String::new(),
+            expires_at,
+            created_at,
+        };
+        let roles = vec![
+            meta("targets", 4, 10, 1_000),
+            meta("acme", 2, 10, 900),
+            meta("acme.0", 3, 20, 800),
+            meta("acme.1", 5, 30, 700),
+            meta("acme.00", 9, 90, 90),
+        ];
+        let current: HashSet<String> = ["acme.0".into(), "acme.1".into()].into();
+        let (others, folded) = fold(roles, &current);
+        let names: Vec<&str> = others.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(names, ["targets", "acme"]);
+        assert_eq!(
+            folded,
+            [FoldedBins {
+                publisher: "acme".into(),
+                count: 2,
+                lowest_version: 3,
+                highest_version: 5,
+                signed_at: 30,
+                expires_at: 700,
+            }]
+        );
+        assert_eq!(publisher_of_bin("acme.3f"), Some("acme"));
+        assert_eq!(publisher_of_bin("acme"), None);
     }
 
     #[test]

@@ -3,10 +3,13 @@
 
 use askama::Template;
 
-use crate::catalog::rbac::AccessLevel;
-use crate::catalog::{CatalogParams, Link, PluginDetail};
-use crate::definition::MenuEntry;
-use crate::store::{Facets, Page, PluginQuery, PluginSummary, Sort};
+use std::collections::HashSet;
+
+use crate::catalog::rbac::{Access, AccessLevel};
+use crate::catalog::{CatalogParams, Link, MajorGroup, PluginDetail, PluginRefView};
+use crate::definition::{Approval, MenuEntry};
+use crate::store::{Facets, Page, PluginQuery, PluginSummary, Sort, StoredMetadata};
+use crate::trust::bins::FoldedBins;
 
 pub struct Badge {
     pub label: &'static str,
@@ -280,71 +283,6 @@ impl PluginPage {
         let def = &d.definition;
         let md = &def.manifest.metadata;
         let spec = &def.manifest.spec;
-        let req = &d.requirements;
-        let raw_url = |v: &str| {
-            format!(
-                "/plugins/{}/{}/versions/{v}/definition.yaml",
-                d.publisher, d.name
-            )
-        };
-        let mut requirements = Vec::new();
-        if req.internet_access {
-            requirements.push(Requirement {
-                title: "Internet access",
-                detail: "The plugin connects to services outside the cluster.".into(),
-                class: "warn",
-            });
-        }
-        if req.privileged {
-            requirements.push(Requirement {
-                title: "Privileged containers",
-                detail: "Runs privileged pods; only allowed on warranty-voided (rooted) clusters."
-                    .into(),
-                class: "danger",
-            });
-        }
-        if req.kube_system_deployment {
-            requirements.push(Requirement { title: "Deploys into kube-system", detail: "Installs components in the kube-system namespace; only allowed on warranty-voided (rooted) clusters.".into(), class: "danger" });
-        }
-        let links = |list: &[Link]| -> Vec<LinkView> {
-            list.iter()
-                .map(|l| LinkView {
-                    name: l.name.clone(),
-                    targets: l
-                        .found
-                        .iter()
-                        .map(|f| {
-                            (
-                                plugin_url(&f.publisher, &f.name),
-                                format!("{} ({})", f.display_name, f.publisher),
-                            )
-                        })
-                        .collect(),
-                })
-                .collect()
-        };
-        let refs = |list: &[crate::catalog::PluginRefView]| -> Vec<(String, String)> {
-            list.iter()
-                .map(|f| {
-                    (
-                        plugin_url(&f.publisher, &f.name),
-                        format!("{} ({})", f.display_name, f.publisher),
-                    )
-                })
-                .collect()
-        };
-        let menu = |entries: &[MenuEntry]| -> Vec<MenuRow> {
-            entries
-                .iter()
-                .map(|e| MenuRow {
-                    crd: e.crd.to_string(),
-                    label: e.label.clone().unwrap_or_default(),
-                    list: e.list,
-                    detail: e.detail,
-                    edit: e.edit,
-                })
-                .collect()
-        };
         let opt = |v: &Option<crate::definition::Located<String>>| {
             v.as_ref().map(|s| s.to_string()).unwrap_or_default()
         };
@@ -373,33 +311,21 @@ impl PluginPage {
             icon: opt(&md.icon),
             urls,
             tags: def.tags().map(str::to_owned).collect(),
-            requirements,
-            cluster_capabilities: req.capabilities.clone(),
+            requirements: requirement_rows(&d.requirements),
+            cluster_capabilities: d.requirements.capabilities.clone(),
             permission_capabilities: spec
                 .permissions
                 .capabilities
                 .iter()
                 .map(|c| c.to_string())
                 .collect(),
-            access: d
-                .access
-                .iter()
-                .map(|a| AccessRow {
-                    resource: a.resource.clone(),
-                    level: a.level.label(),
-                    class: match a.level {
-                        AccessLevel::Read => "ok",
-                        AccessLevel::ReadWrite => "warn",
-                        AccessLevel::Admin => "danger",
-                    },
-                })
-                .collect(),
-            dependencies: links(&d.dependencies),
-            suggested: links(&d.suggested_plugins),
-            required_by: refs(&d.required_by),
-            suggested_by: refs(&d.suggested_by),
-            organization_menu: menu(d.organization_menu()),
-            project_menu: menu(d.project_menu()),
+            access: d.access.iter().map(AccessRow::from).collect(),
+            dependencies: d.dependencies.iter().map(LinkView::from).collect(),
+            suggested: d.suggested_plugins.iter().map(LinkView::from).collect(),
+            required_by: d.required_by.iter().map(plugin_link).collect(),
+            suggested_by: d.suggested_by.iter().map(plugin_link).collect(),
+            organization_menu: d.organization_menu().iter().map(MenuRow::from).collect(),
+            project_menu: d.project_menu().iter().map(MenuRow::from).collect(),
             crds: spec.crds.iter().map(|c| c.to_string()).collect(),
             image: def.image.to_string(),
             image_repository: def.image.repository.clone(),
@@ -408,35 +334,109 @@ impl PluginPage {
                 "" => "default".to_owned(),
                 p => p.to_owned(),
             },
-            raw_url: raw_url(&d.latest.version),
-            versions: d
-                .versions
-                .iter()
-                .map(|g| MajorView {
-                    major: g.major,
-                    namespace: g.namespace.clone(),
-                    versions: g
-                        .versions
-                        .iter()
-                        .map(|v| VersionRow {
-                            signers: v
-                                .signers
-                                .iter()
-                                .map(|s| (s.chars().take(12).collect(), s.clone()))
-                                .collect(),
-                            version: v.version.clone(),
-                            hash: v.hash.clone(),
-                            date: date(v.published_at),
-                            yanked: v.yanked,
-                            latest: v.version == d.latest.version,
-                            raw_url: raw_url(&v.version),
-                        })
-                        .collect(),
-                })
-                .collect(),
+            raw_url: definition_url(&d, &d.latest.version),
+            versions: d.versions.iter().map(|g| major_view(&d, g)).collect(),
             publisher: d.publisher.clone(),
             name: d.name.clone(),
         }
+    }
+}
+
+fn definition_url(d: &PluginDetail, version: &str) -> String {
+    format!(
+        "/plugins/{}/{}/versions/{version}/definition.yaml",
+        d.publisher, d.name
+    )
+}
+
+/// What an admin approves, most permissive last.
+fn requirement_rows(req: &Approval) -> Vec<Requirement> {
+    let mut requirements = Vec::new();
+    if req.internet_access {
+        requirements.push(Requirement {
+            title: "Internet access",
+            detail: "The plugin connects to services outside the cluster.".into(),
+            class: "warn",
+        });
+    }
+    if req.privileged {
+        requirements.push(Requirement {
+            title: "Privileged containers",
+            detail: "Runs privileged pods; only allowed on warranty-voided (rooted) clusters."
+                .into(),
+            class: "danger",
+        });
+    }
+    if req.kube_system_deployment {
+        requirements.push(Requirement { title: "Deploys into kube-system", detail: "Installs components in the kube-system namespace; only allowed on warranty-voided (rooted) clusters.".into(), class: "danger" });
+    }
+    requirements
+}
+
+/// `(url, label)` of a catalog plugin.
+fn plugin_link(f: &PluginRefView) -> (String, String) {
+    (
+        plugin_url(&f.publisher, &f.name),
+        format!("{} ({})", f.display_name, f.publisher),
+    )
+}
+
+impl From<&Link> for LinkView {
+    fn from(l: &Link) -> Self {
+        LinkView {
+            name: l.name.clone(),
+            targets: l.found.iter().map(plugin_link).collect(),
+        }
+    }
+}
+
+impl From<&MenuEntry> for MenuRow {
+    fn from(e: &MenuEntry) -> Self {
+        MenuRow {
+            crd: e.crd.to_string(),
+            label: e.label.clone().unwrap_or_default(),
+            list: e.list,
+            detail: e.detail,
+            edit: e.edit,
+        }
+    }
+}
+
+impl From<&Access> for AccessRow {
+    fn from(a: &Access) -> Self {
+        AccessRow {
+            resource: a.resource.clone(),
+            level: a.level.label(),
+            class: match a.level {
+                AccessLevel::Read => "ok",
+                AccessLevel::ReadWrite => "warn",
+                AccessLevel::Admin => "danger",
+            },
+        }
+    }
+}
+
+fn major_view(d: &PluginDetail, g: &MajorGroup) -> MajorView {
+    MajorView {
+        major: g.major,
+        namespace: g.namespace.clone(),
+        versions: g
+            .versions
+            .iter()
+            .map(|v| VersionRow {
+                signers: v
+                    .signers
+                    .iter()
+                    .map(|s| (s.chars().take(12).collect(), s.clone()))
+                    .collect(),
+                version: v.version.clone(),
+                hash: v.hash.clone(),
+                date: date(v.published_at),
+                yanked: v.yanked,
+                latest: v.version == d.latest.version,
+                raw_url: definition_url(d, &v.version),
+            })
+            .collect(),
     }
 }
 
@@ -464,118 +464,115 @@ impl SignedIndexPage {
     /// publishers' roles delegate now; they are shown as one row per publisher, and bins
     /// of an older layout (still listed in the snapshot, never fetched) not at all.
     pub fn new(
-        roles: Vec<crate::store::StoredMetadata>,
-        bins: &std::collections::HashSet<String>,
-        suspended: &std::collections::HashSet<String>,
+        roles: Vec<StoredMetadata>,
+        bins: &HashSet<String>,
+        suspended: &HashSet<String>,
         now: i64,
     ) -> Self {
-        let datetime = |ts: i64| {
-            time::OffsetDateTime::from_unix_timestamp(ts)
-                .ok()
-                .and_then(|t| {
-                    t.format(time::macros::format_description!(
-                        "[year]-[month]-[day] [hour]:[minute] UTC"
-                    ))
-                    .ok()
-                })
-                .unwrap_or_default()
-        };
-        // A publisher's delegated bins, folded into one entry: versions from lowest to
-        // highest, signed last, expiring first.
-        let mut folded: std::collections::BTreeMap<
-            String,
-            (crate::store::StoredMetadata, u64, usize),
-        > = Default::default();
-        let mut single = Vec::new();
-        for m in roles {
-            match m.role.split_once('.') {
-                None => single.push(m),
-                Some(_) if !bins.contains(&m.role) => {}
-                Some((publisher, _)) => {
-                    let e = folded
-                        .entry(publisher.to_owned())
-                        .or_insert_with(|| (m.clone(), m.version, 0));
-                    e.0.version = e.0.version.min(m.version);
-                    e.0.created_at = e.0.created_at.max(m.created_at);
-                    if m.expires_at < e.0.expires_at {
-                        e.0.expires_at = m.expires_at;
-                    }
-                    e.1 = e.1.max(m.version);
-                    e.2 += 1;
-                }
-            }
-        }
-        let mut rows: Vec<RoleRow> = single
-            .into_iter()
-            .map(|m| (m, None))
-            .chain(folded.into_iter().map(|(publisher, (mut m, high, count))| {
-                m.role = format!("{publisher}.*");
-                (m, Some((publisher, high, count)))
-            }))
-            .map(|(m, bins)| {
-                let left = m.expires_at - now;
-                let lifetime = (m.expires_at - m.created_at).max(1);
-                let publisher = bins.as_ref().map_or(m.role.as_str(), |b| b.0.as_str());
-                let server_role =
-                    ["root", "targets", "snapshot", "timestamp"].contains(&m.role.as_str());
-                // The server re-signs its own roles at half their lifetime; a publisher's
-                // role is the publisher's to renew, so it is flagged a month ahead.
-                let soon = if server_role {
-                    left * 10 < lifetime
-                } else {
-                    left < crate::trust::expiry::WARN_WITHIN
-                };
-                let (class, status) = if !server_role && suspended.contains(publisher) {
-                    ("danger", "suspended by the operator".to_owned())
-                } else if left <= 0 {
-                    ("danger", "expired".to_owned())
-                } else if soon {
-                    ("warn", format!("expires in {}", span(left)))
-                } else {
-                    ("ok", format!("valid for {}", span(left)))
-                };
-                let kind = match m.role.as_str() {
-                    "root" => "trust anchor (offline keys)".to_owned(),
-                    "targets" => "delegations to publishers".to_owned(),
-                    "snapshot" => "versions of all roles".to_owned(),
-                    "timestamp" => "freshness".to_owned(),
-                    _ => match &bins {
-                        Some((publisher, _, count)) => {
-                            format!("{count} hashed bins of {publisher}")
-                        }
-                        None => "publisher".to_owned(),
-                    },
-                };
-                let url = match &bins {
-                    Some((publisher, ..)) => format!("/api/v1/publishers/{publisher}/role"),
-                    None if m.role == "timestamp" => "/tuf/metadata/timestamp.json".to_owned(),
-                    None => format!("/tuf/metadata/{}.{}.json", m.version, m.role),
-                };
-                let version = match &bins {
-                    Some((_, high, _)) if *high != m.version => format!("{}–{high}", m.version),
-                    _ => m.version.to_string(),
-                };
-                RoleRow {
-                    kind,
-                    url,
-                    version,
-                    signed: datetime(m.created_at),
-                    expires: datetime(m.expires_at),
-                    class,
-                    status,
-                    role: m.role,
-                }
-            })
+        let (roles, folded) = crate::trust::bins::fold(roles, bins);
+        let mut rows: Vec<RoleRow> = roles
+            .iter()
+            .map(|m| role_row(m, suspended, now))
+            .chain(folded.iter().map(|f| bins_row(f, suspended, now)))
             .collect();
         let order = |r: &RoleRow| {
-            ["root", "targets", "snapshot", "timestamp"]
+            SERVER_ROLES
                 .iter()
                 .position(|x| *x == r.role)
-                .unwrap_or(4)
+                .unwrap_or(SERVER_ROLES.len())
         };
         rows.sort_by(|a, b| order(a).cmp(&order(b)).then(a.role.cmp(&b.role)));
         SignedIndexPage { roles: rows }
     }
+}
+
+/// The roles the server signs itself, in the order the page lists them.
+const SERVER_ROLES: [&str; 4] = ["root", "targets", "snapshot", "timestamp"];
+
+/// A server role, or a publisher's top role.
+fn role_row(m: &StoredMetadata, suspended: &HashSet<String>, now: i64) -> RoleRow {
+    let server_role = SERVER_ROLES.contains(&m.role.as_str());
+    let suspended = !server_role && suspended.contains(&m.role);
+    let (class, status) = expiry_status(server_role, suspended, m.created_at, m.expires_at, now);
+    RoleRow {
+        kind: match m.role.as_str() {
+            "root" => "trust anchor (offline keys)",
+            "targets" => "delegations to publishers",
+            "snapshot" => "versions of all roles",
+            "timestamp" => "freshness",
+            _ => "publisher",
+        }
+        .to_owned(),
+        url: match m.role.as_str() {
+            "timestamp" => "/tuf/metadata/timestamp.json".to_owned(),
+            role => format!("/tuf/metadata/{}.{role}.json", m.version),
+        },
+        version: m.version.to_string(),
+        signed: datetime(m.created_at),
+        expires: datetime(m.expires_at),
+        class,
+        status,
+        role: m.role.clone(),
+    }
+}
+
+/// A publisher's current bins, as one row.
+fn bins_row(f: &FoldedBins, suspended: &HashSet<String>, now: i64) -> RoleRow {
+    let suspended = suspended.contains(&f.publisher);
+    let (class, status) = expiry_status(false, suspended, f.signed_at, f.expires_at, now);
+    RoleRow {
+        role: crate::trust::bins::bin_name(&f.publisher, "*"),
+        kind: format!("{} hashed bins of {}", f.count, f.publisher),
+        url: format!("/api/v1/publishers/{}/role", f.publisher),
+        version: match (f.lowest_version, f.highest_version) {
+            (low, high) if low != high => format!("{low}–{high}"),
+            (low, _) => low.to_string(),
+        },
+        signed: datetime(f.signed_at),
+        expires: datetime(f.expires_at),
+        class,
+        status,
+    }
+}
+
+/// The row's class (`ok`, `warn`, `danger`) and status text.
+fn expiry_status(
+    server_role: bool,
+    suspended: bool,
+    signed_at: i64,
+    expires_at: i64,
+    now: i64,
+) -> (&'static str, String) {
+    let left = expires_at - now;
+    let lifetime = (expires_at - signed_at).max(1);
+    // The server re-signs its own roles at half their lifetime; a publisher's role is
+    // the publisher's to renew, so it is flagged a month ahead.
+    let soon = if server_role {
+        left * 10 < lifetime
+    } else {
+        left < crate::trust::expiry::WARN_WITHIN
+    };
+    if suspended {
+        ("danger", "suspended by the operator".to_owned())
+    } else if left <= 0 {
+        ("danger", "expired".to_owned())
+    } else if soon {
+        ("warn", format!("expires in {}", span(left)))
+    } else {
+        ("ok", format!("valid for {}", span(left)))
+    }
+}
+
+fn datetime(ts: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(ts)
+        .ok()
+        .and_then(|t| {
+            t.format(time::macros::format_description!(
+                "[year]-[month]-[day] [hour]:[minute] UTC"
+            ))
+            .ok()
+        })
+        .unwrap_or_default()
 }
 
 /// A duration in the largest whole unit, for people.

@@ -340,9 +340,9 @@ pub async fn publisher_roles(
         .await?
         .into_iter()
         .filter_map(|m| {
-            let publisher = match m.role.split_once('.') {
+            let publisher = match crate::trust::bins::publisher_of_bin(&m.role) {
                 None if publishers.contains(&m.role) => m.role.clone(),
-                Some((p, _)) if bins.contains(&m.role) => p.to_owned(),
+                Some(p) if bins.contains(&m.role) => p.to_owned(),
                 _ => return None,
             };
             Some(crate::trust::expiry::RoleExpiry {
