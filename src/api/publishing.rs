@@ -69,15 +69,7 @@ async fn current_role(
     let role = match query.bin {
         None => publisher.clone(),
         Some(bin) => {
-            let prefix = bin
-                .strip_prefix(&format!("{publisher}."))
-                .unwrap_or_default();
-            if prefix.is_empty()
-                || prefix.len() > crate::trust::bins::MAX_PREFIX_LEN
-                || !prefix
-                    .bytes()
-                    .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-            {
+            if !crate::trust::bins::is_bin_of(&publisher, &bin) {
                 return Err(HttpError::new(
                     StatusCode::BAD_REQUEST,
                     ErrorCode::BadRequest,

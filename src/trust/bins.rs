@@ -100,6 +100,20 @@ pub fn publisher_of_bin(role: &str) -> Option<&str> {
     role.split_once('.').map(|(publisher, _)| publisher)
 }
 
+/// Whether `role` names a possible bin of `publisher`: `P.` and 1 to
+/// [`MAX_PREFIX_LEN`] lowercase hex digits (the names `bin_name` makes).
+pub fn is_bin_of(publisher: &str, role: &str) -> bool {
+    role.strip_prefix(publisher)
+        .and_then(|rest| rest.strip_prefix('.'))
+        .is_some_and(|prefix| {
+            !prefix.is_empty()
+                && prefix.len() <= MAX_PREFIX_LEN
+                && prefix
+                    .bytes()
+                    .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        })
+}
+
 /// A publisher's current bins summed up as one entry, for overviews.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoldedBins {
@@ -313,6 +327,18 @@ fn sorted<T: Clone + Ord>(items: &[T]) -> Vec<T> {
 mod tests {
     use super::*;
     use crate::trust::SigningKey;
+
+    #[test]
+    fn bin_names_of_a_publisher() {
+        for ok in ["acme.0", "acme.f", "acme.3a"] {
+            assert!(is_bin_of("acme", ok), "{ok}");
+        }
+        for bad in [
+            "acme", "acme.", "acme.A", "acme.abc", "acme.g", "acmex.0", "beta.0", "acme..0",
+        ] {
+            assert!(!is_bin_of("acme", bad), "{bad}");
+        }
+    }
 
     #[test]
     fn prefixes_and_names() {
