@@ -4,36 +4,62 @@
 //!    library: `Definition::parse` + `Store::insert_version`, exactly what the server
 //!    reads).
 //! 2. Starts `marketplace serve --listen 127.0.0.1:0 --data-dir <dir>` as a child process.
-//! 3. Sends sequential keep-alive requests per scenario and reports p50/p90/p99/max.
+//! 3. Sends sequential keep-alive requests per scenario and reports p50/p90/p99/max;
+//!    then the same scenarios again over 16 concurrent keep-alive connections, reporting
+//!    requests per second.
+//!    Last, it publishes new plugins through a second `Store` on the database file (as
+//!    another process would) and times the all-matching search right after each one:
+//!    what a request costs when the catalog just changed.
 //! 4. Reads the server's VmRSS / VmHWM from `/proc/<pid>/status`.
 //! 5. Compares against the targets and exits non-zero when one fails.
 //!
-//! `cargo bench --bench catalog`; `BENCH_PLUGINS` (default 10000) and `BENCH_REQUESTS`
-//! (default 2000, per scenario) make it smaller for a smoke test. See benches/README.md.
+//! `cargo bench --bench catalog`; `BENCH_PLUGINS` (default 10000), `BENCH_REQUESTS`
+//! (default 2000, per scenario, one connection) and `BENCH_CONCURRENT_REQUESTS` (default
+//! 4000, per scenario, 16 connections) make it smaller for a smoke test. See
+//! benches/README.md.
 
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 mod generate;
+mod load;
 #[path = "../common/server.rs"]
 mod server;
 
 use generate::*;
+use load::{Stats, fetch};
 use server::{Server, env_number};
 
-/// Every scenario's p99 must be at or below this.
+/// Every scenario's p99 over one connection must be at or below this.
 const TARGET_P99_MS: f64 = 20.0;
+/// Every scenario's throughput over [`CONNECTIONS`] connections must be at least this.
+const TARGET_CONCURRENT_RPS: f64 = 1000.0;
+/// Concurrent keep-alive connections in the second run.
+const CONNECTIONS: usize = 16;
 /// The server's resident set after the load must be at or below this (MiB).
 const TARGET_RSS_MIB: f64 = 150.0;
+/// A search word every generated plugin matches: each one is named `plugin-NNNNN`.
+const EVERY_PLUGIN_WORD: &str = "plugin";
+
+struct Load {
+    plugins: usize,
+    requests: usize,
+    concurrent: usize,
+    writes: usize,
+}
 
 fn main() -> ExitCode {
-    let plugins = env_number("BENCH_PLUGINS", 10_000);
-    let requests = env_number("BENCH_REQUESTS", 2_000);
+    let load = Load {
+        plugins: env_number("BENCH_PLUGINS", 10_000),
+        requests: env_number("BENCH_REQUESTS", 2_000),
+        concurrent: env_number("BENCH_CONCURRENT_REQUESTS", 4_000),
+        writes: env_number("BENCH_WRITES", 50),
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("building the tokio runtime");
-    match runtime.block_on(run(plugins, requests)) {
+    match runtime.block_on(run(&load)) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
             println!("\nRESULT: FAIL (at least one target missed)");
@@ -50,8 +76,16 @@ type BoxError = Box<dyn std::error::Error>;
 
 /// Returns whether every target was met. The temporary directory and the server process
 /// are cleaned up when this returns or unwinds (the server guard drops first).
-async fn run(plugins: usize, requests: usize) -> Result<bool, BoxError> {
-    println!("marketplace catalog benchmark: {plugins} plugins, {requests} requests per scenario");
+async fn run(load: &Load) -> Result<bool, BoxError> {
+    let Load {
+        plugins,
+        requests,
+        concurrent,
+        writes,
+    } = *load;
+    println!(
+        "marketplace catalog benchmark: {plugins} plugins, {requests} requests per scenario on one connection, {concurrent} on {CONNECTIONS}"
+    );
 
     // --- 1. seed --------------------------------------------------------------------
     let data_dir = tempfile::Builder::new()
@@ -80,13 +114,7 @@ async fn run(plugins: usize, requests: usize) -> Result<bool, BoxError> {
         started.elapsed().as_millis()
     );
 
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .http1_only()
-        .tcp_nodelay(true)
-        .pool_max_idle_per_host(1)
-        .timeout(Duration::from_secs(30))
-        .build()?;
+    let client = load::client()?;
 
     // Sanity check: the server sees the seeded catalog.
     let listing: serde_json::Value = get_json(
@@ -102,6 +130,21 @@ async fn run(plugins: usize, requests: usize) -> Result<bool, BoxError> {
         return Err(format!("server lists {total} plugins, expected at least {plugins}").into());
     }
     let last_page = ((total + 23) / 24).max(1) as usize;
+    let every: serde_json::Value = get_json(
+        &client,
+        &format!(
+            "{}/api/v1/plugins?q={EVERY_PLUGIN_WORD}&per_page=1",
+            server.base
+        ),
+    )
+    .await?;
+    let matched = every["total"].as_i64().unwrap_or(0);
+    if matched < plugins as i64 {
+        return Err(format!(
+            "searching `{EVERY_PLUGIN_WORD}` matches {matched} plugins, expected every one of {plugins}"
+        )
+        .into());
+    }
 
     // --- 3. scenarios -------------------------------------------------------------
     let scenarios = scenarios(requests, last_page);
@@ -120,15 +163,7 @@ async fn run(plugins: usize, requests: usize) -> Result<bool, BoxError> {
 
     let mut results = Vec::new();
     for s in &scenarios {
-        let started = Instant::now();
-        let mut times = Vec::with_capacity(s.paths.len());
-        let mut bytes = 0usize;
-        for path in &s.paths {
-            let (elapsed, len) = fetch(&client, &server.base, path).await?;
-            times.push(elapsed);
-            bytes += len;
-        }
-        let r = Stats::new(s.name, times, bytes, started.elapsed());
+        let r = load::sequential(&client, &server.base, s.name, &s.paths).await?;
         println!(
             "  {:<28} done: {} requests in {:.2} s, p99 {:.2} ms",
             r.name,
@@ -138,6 +173,19 @@ async fn run(plugins: usize, requests: usize) -> Result<bool, BoxError> {
         );
         results.push(r);
     }
+    let mut concurrent_results = Vec::new();
+    for s in &scenarios {
+        let r = load::concurrent(&server.base, s.name, &s.paths, CONNECTIONS, concurrent).await?;
+        println!(
+            "  {:<28} done: {} requests on {CONNECTIONS} connections in {:.2} s, {:.0} req/s",
+            r.name,
+            r.count,
+            r.wall.as_secs_f64(),
+            r.rate()
+        );
+        concurrent_results.push(r);
+    }
+    let written = after_writes(&db_path, &client, &server.base, plugins, writes).await?;
 
     // --- 4. memory ------------------------------------------------------------------
     let mem = read_memory(server.pid())?;
@@ -147,15 +195,11 @@ async fn run(plugins: usize, requests: usize) -> Result<bool, BoxError> {
     drop(data_dir);
 
     // --- 5. report ------------------------------------------------------------------
-    Ok(report(&results, &mem))
+    Ok(report(&results, &concurrent_results, &written, &mem))
 }
 
 // ---------------------------------------------------------------------------------
-// Server process
-// ---------------------------------------------------------------------------------
-
-// ---------------------------------------------------------------------------------
-// Load
+// Scenarios
 // ---------------------------------------------------------------------------------
 
 struct Scenario {
@@ -184,6 +228,10 @@ fn scenarios(requests: usize, last_page: usize) -> Vec<Scenario> {
         make("api ?q=word&per_page=24", &|i| {
             format!("/api/v1/plugins?q={}&per_page=24", word(i))
         }),
+        make("page /?q=every", &|_| format!("/?q={EVERY_PLUGIN_WORD}")),
+        make("api ?q=every&page=1..10", &|i| {
+            format!("/api/v1/plugins?q={EVERY_PLUGIN_WORD}&page={}", 1 + i % 10)
+        }),
         make("api ?page=n", &|i| {
             // Spread over the whole range, deep pages included.
             let n = 1 + (i * 37) % last_page;
@@ -193,23 +241,50 @@ fn scenarios(requests: usize, last_page: usize) -> Vec<Scenario> {
     ]
 }
 
-/// One request: wall time from send to the last body byte; the status must be 200.
-async fn fetch(
+/// `writes` times: a new plugin is published through a second store on the server's
+/// database file (its own connections, as another process would), then the search that
+/// matches every plugin is timed and must count the new plugin. Each answer is the first
+/// after a change to the catalog.
+async fn after_writes(
+    db_path: &std::path::Path,
     client: &reqwest::Client,
     base: &str,
-    path: &str,
-) -> Result<(Duration, usize), BoxError> {
+    plugins: usize,
+    writes: usize,
+) -> Result<Stats, BoxError> {
+    let store = marketplace::store::Store::open(db_path).await?;
+    let path = format!("/api/v1/plugins?q={EVERY_PLUGIN_WORD}&per_page=24");
     let url = format!("{base}{path}");
+    let mut expected = get_json(client, &url).await?["total"]
+        .as_i64()
+        .ok_or("`total` missing")?;
+    let mut rng = Rng(0x00c0_ffee);
+    let mut times = Vec::with_capacity(writes);
+    let mut bytes = 0;
     let started = Instant::now();
-    let response = client.get(&url).send().await?;
-    let status = response.status();
-    let body = response.bytes().await?;
-    let elapsed = started.elapsed();
-    if status != reqwest::StatusCode::OK {
-        let text = String::from_utf8_lossy(&body[..body.len().min(500)]).into_owned();
-        return Err(format!("GET {path}: expected 200, got {status}: {text}").into());
+    for k in 0..writes {
+        let base_plugin = PluginBase::new(plugins + 1 + k, plugins + writes, &mut rng);
+        let yaml = plugin_yaml(&base_plugin, "v1.0.0", &mut rng);
+        let def = marketplace::definition::Definition::parse(yaml.as_bytes())
+            .map_err(|e| format!("generated definition is invalid: {e}"))?;
+        store
+            .insert_version(&base_plugin.publisher, &def, unix_now())
+            .await?;
+        expected += 1;
+        let (elapsed, len) = fetch(client, base, &path).await?;
+        let total = get_json(client, &url).await?["total"].as_i64();
+        if total != Some(expected) {
+            return Err(format!(
+                "after write {k}: the server counts {total:?}, expected {expected}"
+            )
+            .into());
+        }
+        times.push(elapsed);
+        bytes += len;
     }
-    Ok((elapsed, body.len()))
+    let wall = started.elapsed();
+    store.close().await;
+    Ok(Stats::new("api ?q=every after a write", times, bytes, wall))
 }
 
 async fn get_json(client: &reqwest::Client, url: &str) -> Result<serde_json::Value, BoxError> {
@@ -219,39 +294,6 @@ async fn get_json(client: &reqwest::Client, url: &str) -> Result<serde_json::Val
         return Err(format!("GET {url}: expected 200, got {status}").into());
     }
     Ok(response.json().await?)
-}
-
-struct Stats {
-    name: &'static str,
-    count: usize,
-    mean: f64,
-    p50: f64,
-    p90: f64,
-    p99: f64,
-    max: f64,
-    avg_kib: f64,
-    wall: Duration,
-}
-
-impl Stats {
-    fn new(name: &'static str, mut times: Vec<Duration>, bytes: usize, wall: Duration) -> Stats {
-        times.sort_unstable();
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        let count = times.len();
-        // Nearest-rank percentile.
-        let pct = |p: f64| ms(times[((p * count as f64).ceil() as usize).clamp(1, count) - 1]);
-        Stats {
-            name,
-            count,
-            mean: times.iter().map(|d| ms(*d)).sum::<f64>() / count as f64,
-            p50: pct(0.50),
-            p90: pct(0.90),
-            p99: pct(0.99),
-            max: ms(times[count - 1]),
-            avg_kib: bytes as f64 / count as f64 / 1024.0,
-            wall,
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -291,9 +333,9 @@ fn verdict(ok: bool) -> &'static str {
     if ok { "PASS" } else { "FAIL" }
 }
 
-fn report(results: &[Stats], mem: &Memory) -> bool {
+fn report(results: &[Stats], concurrent: &[Stats], written: &Stats, mem: &Memory) -> bool {
     let mut all_ok = true;
-    println!();
+    println!("\none connection, sequential:");
     println!(
         "{:<28} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}  p99 target",
         "scenario", "count", "mean ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "req/s", "body KiB",
@@ -311,11 +353,48 @@ fn report(results: &[Stats], mem: &Memory) -> bool {
             r.p90,
             r.p99,
             r.max,
-            r.count as f64 / r.wall.as_secs_f64(),
+            r.rate(),
             r.avg_kib,
             verdict(ok)
         );
     }
+    println!("{}", "-".repeat(120));
+    println!("\n{CONNECTIONS} connections, concurrent:");
+    println!(
+        "{:<28} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}  req/s target",
+        "scenario", "count", "mean ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "req/s", "body KiB",
+    );
+    println!("{}", "-".repeat(120));
+    for r in concurrent {
+        let ok = r.rate() >= TARGET_CONCURRENT_RPS;
+        all_ok &= ok;
+        println!(
+            "{:<28} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.0} {:>9.1}  >= {TARGET_CONCURRENT_RPS}  {}",
+            r.name,
+            r.count,
+            r.mean,
+            r.p50,
+            r.p90,
+            r.p99,
+            r.max,
+            r.rate(),
+            r.avg_kib,
+            verdict(ok)
+        );
+    }
+    println!("{}", "-".repeat(120));
+    println!(
+        "\nafter a write by another process (one connection; no target, the cost of a change):"
+    );
+    println!(
+        "{:<28} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "scenario", "count", "mean ms", "p50 ms", "p90 ms", "p99 ms", "max ms"
+    );
+    let r = written;
+    println!(
+        "{:<28} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2}",
+        r.name, r.count, r.mean, r.p50, r.p90, r.p99, r.max
+    );
     println!("{}", "-".repeat(120));
     let rss_ok = mem.rss_mib <= TARGET_RSS_MIB;
     all_ok &= rss_ok;

@@ -2,14 +2,14 @@
 //! invariants (immutability of published versions); they never call HTTP handlers or
 //! know about pages.
 
+mod cache;
 mod publishers;
 mod query;
 mod tuf;
 mod write;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::SqliteSynchronous;
@@ -18,6 +18,7 @@ use sqlx::{Row, SqlitePool};
 use crate::db;
 use crate::definition::Definition;
 
+pub use cache::{CacheUsage, DEFAULT_BUDGET as DEFAULT_CACHE_BUDGET};
 pub use publishers::PublisherRecord;
 pub use query::{Page, PluginQuery, PluginSummary, Sort};
 pub use tuf::StoredMetadata;
@@ -112,17 +113,11 @@ pub struct Facets {
 
 static MIGRATIONS: Migrator = sqlx::migrate!("./migrations");
 
-/// How long cached facets may lag a write made by another process (a second replica);
-/// this process's own writes clear the cache at once.
-const FACETS_TTL: Duration = Duration::from_secs(30);
-
-type CachedFacets = (Instant, Arc<Facets>);
-
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
-    /// Facets change only on publish but are shown on every catalog page.
-    facets: Arc<Mutex<Option<CachedFacets>>>,
+    /// Listings and facets per generation of the catalog tables; see [`cache`].
+    cache: Arc<cache::CatalogCache>,
 }
 
 impl Store {
@@ -144,13 +139,27 @@ impl Store {
     async fn with_pool(pool: SqlitePool) -> Result<Store, StoreError> {
         let store = Store {
             pool,
-            facets: Arc::default(),
+            cache: Arc::new(cache::CatalogCache::new(cache::DEFAULT_BUDGET)),
         };
         let refreshed = store.refresh_stale_approvals().await?;
         if refreshed > 0 {
             tracing::info!(plugins = refreshed, "recomputed catalog requirement flags");
         }
         Ok(store)
+    }
+
+    /// The same store with an empty catalog cache bounded to `bytes` (approximate heap
+    /// bytes of keys and values) instead of [`DEFAULT_CACHE_BUDGET`].
+    pub fn with_cache_budget(self, bytes: usize) -> Store {
+        Store {
+            cache: Arc::new(cache::CatalogCache::new(bytes)),
+            ..self
+        }
+    }
+
+    /// How full the catalog cache is.
+    pub fn cache_usage(&self) -> CacheUsage {
+        self.cache.usage()
     }
 
     /// Cheap round trip, for readiness checks.
@@ -352,32 +361,30 @@ impl Store {
     }
 
     /// Tags of listed plugins with their counts (most used first, at most 50) and the
-    /// publishers, cached; see [`FACETS_TTL`].
+    /// publishers that are not suspended; cached per generation like listings.
     pub async fn facets(&self) -> Result<Arc<Facets>, StoreError> {
-        if let Some((_, facets)) = self
-            .facets
-            .lock()
-            .expect("facets lock")
-            .as_ref()
-            .filter(|(at, _)| at.elapsed() < FACETS_TTL)
-        {
-            return Ok(facets.clone());
+        let generation = self.generation().await?;
+        if let Some(facets) = self.cache.facets(generation) {
+            return Ok(facets);
         }
+        let mut tx = self.pool.begin().await?;
+        let generation = query::read_generation(&mut tx).await?;
         // plugin_tags only holds rows for listed plugins; suspended publishers' are left out.
         let tags = sqlx::query_as(
             "SELECT t.tag, COUNT(*) AS n FROM plugin_tags t
                JOIN plugins p ON p.id = t.plugin_id JOIN publishers pub ON pub.id = p.publisher_id
              WHERE pub.suspended_at IS NULL GROUP BY t.tag ORDER BY n DESC, t.tag LIMIT 50",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
         let publishers = sqlx::query_scalar(
             "SELECT name FROM publishers WHERE suspended_at IS NULL ORDER BY name",
         )
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
+        tx.commit().await?;
         let facets = Arc::new(Facets { tags, publishers });
-        *self.facets.lock().expect("facets lock") = Some((Instant::now(), facets.clone()));
+        self.cache.put_facets(generation, facets.clone());
         Ok(facets)
     }
 

@@ -58,7 +58,6 @@ impl Store {
         }
         insert_token(&mut tx, name, token_sha256, now).await?;
         tx.commit().await?;
-        *self.facets.lock().expect("facets lock") = None;
         Ok(())
     }
 
@@ -215,7 +214,6 @@ impl Store {
         }
         put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
-        *self.facets.lock().expect("facets lock") = None;
         Ok(())
     }
 
@@ -249,7 +247,6 @@ impl Store {
         }
         put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
-        *self.facets.lock().expect("facets lock") = None;
         Ok(())
     }
 }

@@ -1,11 +1,16 @@
-//! Catalog listing: search, filters, sort and paging in one SQL statement.
+//! Catalog listing: search, filters and sort in one SQL statement that ranks every match,
+//! kept in the catalog cache (see [`super::cache`]) so pages and counts of the same query
+//! are not ranked again until the catalog changes.
+
+use std::sync::Arc;
 
 use serde::Serialize;
 use sqlx::{QueryBuilder, Row, Sqlite};
 
+use super::cache::{CachedPage, Entry, Key};
 use super::{Store, StoreError};
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Sort {
     /// Name match first when searching, then by name.
@@ -16,7 +21,7 @@ pub enum Sort {
 }
 
 /// A validated catalog query; [`crate::catalog`] builds it from request parameters.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PluginQuery {
     /// Lowercased search words; a plugin matches when every word is a prefix of a word
     /// in its name, title, description or tags.
@@ -69,6 +74,10 @@ pub struct Page<T> {
 }
 
 impl Store {
+    /// One page of a catalog listing with the number of matches. Served from the catalog
+    /// cache when this exact query was answered at the current generation; otherwise the
+    /// missing parts (every match's id in order, then the page's rows) are read in one
+    /// transaction and kept.
     pub async fn list_plugins(&self, q: &PluginQuery) -> Result<Page<PluginSummary>, StoreError> {
         let search = if q.terms.is_empty() {
             None
@@ -85,68 +94,146 @@ impl Store {
             }
         };
 
-        let mut count = QueryBuilder::<Sqlite>::new("SELECT COUNT(*) FROM plugins p");
-        push_from(&mut count, q, search.as_deref());
-        let total: i64 = count.build_query_scalar().fetch_one(self.pool()).await?;
-        if total == 0 {
+        let page_key = Key::Page(q.clone());
+        let generation = self.generation().await?;
+        if let Some(Entry::Page(page)) = self.cache.get(generation, &page_key) {
             return Ok(Page {
-                items: Vec::new(),
-                total,
+                items: page.items.clone(),
+                total: page.total,
             });
         }
 
-        let mut select = QueryBuilder::<Sqlite>::new(
-            "SELECT pub.name AS publisher, p.name, p.display_name, p.description, p.latest_version, p.tags,
-                    p.internet_access, p.privileged, p.kube_system, p.updated_at
-             FROM plugins p",
-        );
-        push_from(&mut select, q, search.as_deref());
-        select.push(" ORDER BY ");
-        match q.sort {
-            Sort::Updated => {
-                select.push("p.updated_at DESC, ");
+        // One read transaction, so what is kept was all read at the generation it is
+        // kept under (a write may have landed since the read above).
+        let mut tx = self.pool.begin().await?;
+        let generation = read_generation(&mut tx).await?;
+        let ranked_key = Key::ranked(q);
+        let ranked = match self.cache.get(generation, &ranked_key) {
+            Some(Entry::Ranked(ids)) => ids,
+            _ => {
+                let ids: Arc<[i64]> = ranked_ids(&mut tx, q, search.as_deref()).await?.into();
+                self.cache
+                    .put(generation, ranked_key, Entry::Ranked(ids.clone()));
+                ids
             }
-            Sort::Relevance if search.is_some() => {
-                // An exact name first, then bm25 with the name weighted highest.
-                select
-                    .push("(p.name = ")
-                    .push_bind(q.terms.join("-"))
-                    .push(") DESC, ");
-                select.push("bm25(plugin_search, 10.0, 5.0, 1.0, 3.0), ");
-            }
-            Sort::Relevance | Sort::Name => {}
-        }
-        select
-            .push("p.name, pub.name LIMIT ")
-            .push_bind(i64::from(q.per_page));
-        select
-            .push(" OFFSET ")
-            .push_bind(i64::from(q.page.saturating_sub(1)) * i64::from(q.per_page));
-        let rows = select.build().fetch_all(self.pool()).await?;
-        let items = rows
-            .into_iter()
-            .map(|r| PluginSummary {
-                publisher: r.get("publisher"),
-                name: r.get("name"),
-                display_name: r.get("display_name"),
-                description: r.get("description"),
-                latest_version: r.get("latest_version"),
-                tags: r
-                    .get::<String, _>("tags")
-                    .split_whitespace()
-                    .map(str::to_owned)
-                    .collect(),
-                internet_access: r.get("internet_access"),
-                privileged: r.get("privileged"),
-                kube_system_deployment: r.get("kube_system"),
-                updated_at: r.get("updated_at"),
-            })
-            .collect();
-        Ok(Page { items, total })
+        };
+        let per_page = q.per_page as usize;
+        let start = (q.page.saturating_sub(1) as usize)
+            .saturating_mul(per_page)
+            .min(ranked.len());
+        let end = start.saturating_add(per_page).min(ranked.len());
+        let items = summaries(&mut tx, &ranked[start..end]).await?;
+        tx.commit().await?;
+
+        let page = Arc::new(CachedPage {
+            items,
+            total: ranked.len() as i64,
+        });
+        self.cache
+            .put(generation, page_key, Entry::Page(page.clone()));
+        Ok(Page {
+            items: page.items.clone(),
+            total: page.total,
+        })
+    }
+
+    /// The catalog tables' generation: changes with every write a listing could show.
+    pub(super) async fn generation(&self) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(GENERATION).fetch_one(&self.pool).await?)
     }
 }
 
-/// Joins and conditions shared by the count and the page query.
+const GENERATION: &str = "SELECT n FROM catalog_generation";
+
+pub(super) async fn read_generation(
+    tx: &mut sqlx::Transaction<'_, Sqlite>,
+) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(GENERATION).fetch_one(&mut **tx).await?)
+}
+
+/// The id of every plugin the query matches, in listing order. They come back as one
+/// text (`group_concat`) rather than a row each: at 10,000 matches, rows one by one cost
+/// more than the ranking. SQLite keeps a FROM-clause subquery's ORDER BY when the outer
+/// query aggregates with anything but count, min or max, precisely so group_concat sees
+/// the rows in order.
+async fn ranked_ids(
+    tx: &mut sqlx::Transaction<'_, Sqlite>,
+    q: &PluginQuery,
+    search: Option<&str>,
+) -> Result<Vec<i64>, StoreError> {
+    let mut select = QueryBuilder::<Sqlite>::new(
+        "SELECT group_concat(id) FROM (SELECT p.id AS id FROM plugins p",
+    );
+    push_from(&mut select, q, search);
+    select.push(" ORDER BY ");
+    match q.sort {
+        Sort::Updated => {
+            select.push("p.updated_at DESC, ");
+        }
+        Sort::Relevance if search.is_some() => {
+            // An exact name first, then bm25 with the name weighted highest.
+            select
+                .push("(p.name = ")
+                .push_bind(q.terms.join("-"))
+                .push(") DESC, ");
+            select.push("bm25(plugin_search, 10.0, 5.0, 1.0, 3.0), ");
+        }
+        Sort::Relevance | Sort::Name => {}
+    }
+    select.push("p.name, pub.name)");
+    let ids: Option<String> = select.build_query_scalar().fetch_one(&mut **tx).await?;
+    ids.as_deref()
+        .unwrap_or("")
+        .split(',')
+        .filter(|id| !id.is_empty())
+        .map(|id| {
+            id.parse()
+                .map_err(|e| StoreError::Database(sqlx::Error::Decode(Box::new(e))))
+        })
+        .collect()
+}
+
+/// The listed plugins with these ids, in the same order.
+async fn summaries(
+    tx: &mut sqlx::Transaction<'_, Sqlite>,
+    ids: &[i64],
+) -> Result<Vec<PluginSummary>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = serde_json::to_string(ids).expect("integers serialize");
+    let rows = sqlx::query(
+        "SELECT pub.name AS publisher, p.name, p.display_name, p.description, p.latest_version, p.tags,
+                p.internet_access, p.privileged, p.kube_system, p.updated_at
+         FROM json_each(?) j JOIN plugins p ON p.id = j.value
+           JOIN publishers pub ON pub.id = p.publisher_id
+         WHERE p.latest_version IS NOT NULL ORDER BY j.key",
+    )
+    .bind(ids)
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| PluginSummary {
+            publisher: r.get("publisher"),
+            name: r.get("name"),
+            display_name: r.get("display_name"),
+            description: r.get("description"),
+            latest_version: r.get("latest_version"),
+            tags: r
+                .get::<String, _>("tags")
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect(),
+            internet_access: r.get("internet_access"),
+            privileged: r.get("privileged"),
+            kube_system_deployment: r.get("kube_system"),
+            updated_at: r.get("updated_at"),
+        })
+        .collect())
+}
+
+/// Joins and conditions of a listing query.
 fn push_from(qb: &mut QueryBuilder<Sqlite>, q: &PluginQuery, search: Option<&str>) {
     qb.push(" JOIN publishers pub ON pub.id = p.publisher_id");
     if let Some(expr) = search {

@@ -17,9 +17,6 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         let inserted = insert_version_in(&mut tx, publisher, def, now).await?;
         tx.commit().await?;
-        if inserted == Inserted::New {
-            *self.facets.lock().expect("facets lock") = None;
-        }
         Ok(inserted)
     }
 
@@ -54,7 +51,6 @@ impl Store {
         }
         tuf::put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
-        *self.facets.lock().expect("facets lock") = None;
         Ok(())
     }
 
@@ -84,7 +80,6 @@ impl Store {
         }
         tuf::put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
-        *self.facets.lock().expect("facets lock") = None;
         Ok(())
     }
 }
