@@ -31,6 +31,8 @@ pub struct AppState {
     /// Take the client address from the rightmost `X-Forwarded-For` entry (set only
     /// behind a reverse proxy that writes it; otherwise clients could pick their own).
     pub trust_forwarded_for: bool,
+    /// The `/tuf/` files, served from memory.
+    pub files: std::sync::Arc<trust::files::Files>,
 }
 
 impl AppState {
@@ -39,6 +41,10 @@ impl AppState {
         signer: Option<std::sync::Arc<trust::state::Signer>>,
     ) -> AppState {
         AppState {
+            files: std::sync::Arc::new(trust::files::Files::new(
+                store.clone(),
+                trust::files::DEFAULT_CACHE_BYTES,
+            )),
             store,
             signer,
             auth_limits: Default::default(),

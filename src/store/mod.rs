@@ -2,6 +2,7 @@
 //! invariants (immutability of published versions); they never call HTTP handlers or
 //! know about pages.
 
+mod changes;
 mod publishers;
 mod query;
 mod tuf;
@@ -17,6 +18,7 @@ use sqlx::{Row, SqlitePool};
 
 use crate::definition::Definition;
 
+pub use changes::{SETTLE as METADATA_STAMP_SETTLE, Stamp};
 pub use publishers::PublisherRecord;
 pub use query::{Page, PluginQuery, PluginSummary, Sort};
 pub use tuf::StoredMetadata;
@@ -120,6 +122,8 @@ pub struct Store {
     pool: SqlitePool,
     /// Facets change only on publish but are shown on every catalog page.
     facets: Arc<Mutex<Option<CachedFacets>>>,
+    /// Tells readers that keep metadata in memory when to read it again.
+    changes: Arc<changes::Changes>,
 }
 
 impl Store {
@@ -135,17 +139,21 @@ impl Store {
             // 16 MiB page cache per connection keeps the catalog tables and search index
             // in memory at 10,000 plugins (SQLite's default is 2 MiB).
             .pragma("cache_size", "-16384");
-        Self::connect(options, 4).await
+        Self::connect(options, 4, Some(path)).await
     }
 
     /// A private in-memory database, for tests.
     pub async fn open_in_memory() -> Result<Store, StoreError> {
         let options = SqliteConnectOptions::from_str("sqlite::memory:")?.foreign_keys(true);
         // One connection: every connection to :memory: would be its own database.
-        Self::connect(options, 1).await
+        Self::connect(options, 1, None).await
     }
 
-    async fn connect(options: SqliteConnectOptions, max: u32) -> Result<Store, StoreError> {
+    async fn connect(
+        options: SqliteConnectOptions,
+        max: u32,
+        path: Option<&Path>,
+    ) -> Result<Store, StoreError> {
         let pool = SqlitePoolOptions::new()
             .max_connections(max)
             .connect_with(options)
@@ -154,6 +162,11 @@ impl Store {
         let store = Store {
             pool,
             facets: Arc::default(),
+            // The path SQLite writes the log beside (it follows symbolic links).
+            changes: Arc::new(changes::Changes::new(
+                path.map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned()))
+                    .as_deref(),
+            )),
         };
         let refreshed = store.refresh_stale_approvals().await?;
         if refreshed > 0 {
@@ -392,6 +405,18 @@ impl Store {
 
     pub(crate) fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// A cheap token (no query) that changes whenever signed metadata may have been
+    /// committed, by this process or another one on the same database file; see
+    /// [`Stamp::unchanged_since`]. Take it before reading what it is to vouch for.
+    pub fn metadata_stamp(&self) -> Stamp {
+        self.changes.stamp()
+    }
+
+    /// After every commit that stored metadata.
+    fn metadata_committed(&self) {
+        self.changes.committed();
     }
 }
 

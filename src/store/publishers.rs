@@ -215,6 +215,7 @@ impl Store {
         }
         put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
+        self.metadata_committed();
         *self.facets.lock().expect("facets lock") = None;
         Ok(())
     }
@@ -249,6 +250,7 @@ impl Store {
         }
         put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
+        self.metadata_committed();
         *self.facets.lock().expect("facets lock") = None;
         Ok(())
     }

@@ -54,6 +54,7 @@ impl Store {
         }
         tuf::put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
+        self.metadata_committed();
         *self.facets.lock().expect("facets lock") = None;
         Ok(())
     }
@@ -84,6 +85,7 @@ impl Store {
         }
         tuf::put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
+        self.metadata_committed();
         *self.facets.lock().expect("facets lock") = None;
         Ok(())
     }

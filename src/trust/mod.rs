@@ -2,8 +2,10 @@
 //! read into the `tough` crate's TUF schema types; signatures are made and checked over
 //! the canonical JSON of the bytes as served (`cjson`, `envelope`), with python-tuf as
 //! the referee in tests. Server side: `accept`, `roleset`, `verify`, `state`, `repo`,
-//! `suspend`, `export`, `expiry`; publisher side: `publish`, `uploader`, `retry`; client
-//! side: `client`. Calls the store; nothing here knows about HTTP except `http`.
+//! `suspend`, `export`, `expiry`, and `files` (the `/tuf/` files held in memory with
+//! their gzip copies and entity tags, chosen from header values given as text);
+//! publisher side: `publish`, `uploader`, `retry`; client side: `client`. Calls the
+//! store; nothing here handles requests except `http`.
 
 pub mod accept;
 pub mod bins;
@@ -12,6 +14,7 @@ pub mod client;
 pub mod envelope;
 pub mod expiry;
 pub mod export;
+pub mod files;
 pub mod http;
 pub mod keys;
 pub mod metadata;
