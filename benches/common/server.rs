@@ -19,15 +19,32 @@ pub(crate) struct Server {
 }
 
 impl Server {
+    /// Logging only warnings and errors, to the benchmark's stderr.
     pub(crate) fn start(data_dir: &Path) -> Result<Server, BoxError> {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_marketplace"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        Server::start_with(data_dir, Some("warn"), None)
+    }
+
+    /// `log` sets `MARKETPLACE_LOG` (`None`: the server's default level); the log goes
+    /// to `log_file` when given, else to the benchmark's stderr.
+    pub(crate) fn start_with(
+        data_dir: &Path,
+        log: Option<&str>,
+        log_file: Option<&Path>,
+    ) -> Result<Server, BoxError> {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_marketplace"));
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
-            .env("MARKETPLACE_LOG", "warn")
+            .env_remove("MARKETPLACE_LOG")
             .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()?;
+            .stdout(Stdio::piped());
+        if let Some(level) = log {
+            cmd.env("MARKETPLACE_LOG", level);
+        }
+        match log_file {
+            Some(path) => cmd.stderr(std::fs::File::create(path)?),
+            None => cmd.stderr(Stdio::inherit()),
+        };
+        let mut child = cmd.spawn()?;
         let stdout = child.stdout.take().ok_or("child stdout was not captured")?;
         // Guard from here on: any early return kills the child.
         let mut server = Server {

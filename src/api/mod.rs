@@ -50,11 +50,17 @@ pub struct AppState {
     /// Take the client address from the rightmost `X-Forwarded-For` entry (set only
     /// behind a reverse proxy that writes it; otherwise clients could pick their own).
     pub trust_forwarded_for: bool,
+    /// The `/tuf/` files, served from memory.
+    pub files: Arc<crate::trust::files::Files>,
 }
 
 impl AppState {
     pub fn new(store: Store, signer: Option<Arc<Signer>>) -> AppState {
         AppState {
+            files: Arc::new(crate::trust::files::Files::new(
+                store.clone(),
+                crate::trust::files::DEFAULT_CACHE_BYTES,
+            )),
             store,
             signer,
             auth_limits: Default::default(),

@@ -7,12 +7,15 @@
 //! - `/tuf/targets/PUBLISHER/NAME/HASH.VERSION.yaml` — immutable definition bytes (also
 //!   as `HASH.PUBLISHER/NAME/VERSION.yaml`, the layout tough's client requests).
 //!
+//! The files come from memory (`trust::files`), metadata over 1 KiB gzip-encoded for
+//! clients that accept it.
+//!
 //! Layering: HTTP only; reads through the store.
 
 use std::time::Duration;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
@@ -56,19 +59,11 @@ async fn metadata(
     let missing = || HttpError::not_found(format!("no metadata file {file}"));
     let (found, cache) = match file.as_str() {
         "timestamp.json" => (
-            state
-                .store
-                .latest_metadata("timestamp")
-                .await?
-                .ok_or_else(not_initialized)?,
+            state.files.timestamp().await?.ok_or_else(not_initialized)?,
             TIMESTAMP_CACHE,
         ),
         "root.json" => (
-            state
-                .store
-                .latest_metadata("root")
-                .await?
-                .ok_or_else(not_initialized)?,
+            state.files.root().await?.ok_or_else(not_initialized)?,
             "no-cache",
         ),
         _ => {
@@ -79,7 +74,7 @@ async fn metadata(
                 .ok_or_else(missing)?;
             (
                 state
-                    .store
+                    .files
                     .metadata(role, version)
                     .await?
                     .ok_or_else(missing)?,
@@ -87,7 +82,50 @@ async fn metadata(
             )
         }
     };
-    Ok(serve_metadata(found, cache, &headers))
+    Ok(serve_file(&found, "application/json", cache, &headers))
+}
+
+/// A `/tuf/` file from memory, gzip-encoded when the client accepts it
+/// (`trust::files::File::reply` chooses the representation and answers `If-None-Match`).
+fn serve_file(
+    file: &crate::trust::files::File,
+    content_type: &'static str,
+    cache: &'static str,
+    headers: &HeaderMap,
+) -> Response {
+    let values = |name| {
+        headers
+            .get_all(name)
+            .into_iter()
+            .filter_map(|v| v.to_str().ok())
+    };
+    let reply = file.reply(
+        values(header::ACCEPT_ENCODING),
+        values(header::IF_NONE_MATCH),
+    );
+    let mut response = if reply.not_modified {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        let mut r = (
+            [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
+            reply.body,
+        )
+            .into_response();
+        if reply.gzip {
+            r.headers_mut()
+                .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        }
+        r
+    };
+    let h = response.headers_mut();
+    if let Ok(etag) = HeaderValue::from_str(reply.etag) {
+        h.insert(header::ETAG, etag);
+    }
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+    if reply.varies {
+        h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    }
+    response
 }
 
 pub(super) fn serve_metadata(
@@ -135,25 +173,15 @@ async fn target(
             _ => return Err(missing()),
         },
     };
-    let bytes = state
-        .store
-        .definition_by_hash(publisher, &name, &format!("sha256:{hash}"))
+    let found = state
+        .files
+        .target(publisher, &name, hash)
         .await?
         .ok_or_else(missing)?;
-    let etag = format!("\"sha256:{hash}\"");
-    if client_has(&headers, &etag) {
-        return Ok((StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response());
-    }
-    Ok((
-        [
-            (
-                header::CONTENT_TYPE,
-                "application/yaml; charset=utf-8".to_owned(),
-            ),
-            (header::ETAG, etag),
-            (header::CACHE_CONTROL, IMMUTABLE.to_owned()),
-        ],
-        bytes,
-    )
-        .into_response())
+    Ok(serve_file(
+        &found,
+        "application/yaml; charset=utf-8",
+        IMMUTABLE,
+        &headers,
+    ))
 }

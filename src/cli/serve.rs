@@ -43,6 +43,11 @@ pub struct ServeArgs {
     /// that sets it, clients could choose their own address.
     #[arg(long, env = "MARKETPLACE_TRUST_FORWARDED_FOR", value_parser = clap::builder::BoolishValueParser::new())]
     trust_forwarded_for: bool,
+    /// Memory (MiB) for immutable `/tuf/` files (metadata by version, targets by hash,
+    /// with gzip copies) kept to serve them without a database query; the least
+    /// recently used leave first. A 10,000-definition index takes about 25 MiB.
+    #[arg(long, env = "MARKETPLACE_TUF_CACHE_MIB", default_value_t = crate::trust::files::DEFAULT_CACHE_BYTES >> 20)]
+    tuf_cache_mib: usize,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -112,6 +117,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(%addr, data_dir = %args.data_dir.display(), "serving");
     let mut state = crate::AppState::new(store.clone(), signer);
     state.trust_forwarded_for = args.trust_forwarded_for;
+    state.files = std::sync::Arc::new(crate::trust::files::Files::new(
+        store.clone(),
+        args.tuf_cache_mib.saturating_mul(1 << 20),
+    ));
     server::serve(listener, crate::app(state))
         .await
         .context("serving HTTP")?;

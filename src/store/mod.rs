@@ -3,6 +3,7 @@
 //! know about pages.
 
 mod cache;
+mod changes;
 mod publishers;
 mod query;
 mod tuf;
@@ -19,6 +20,7 @@ use crate::db;
 use crate::definition::Definition;
 
 pub use cache::{CacheUsage, DEFAULT_BUDGET as DEFAULT_CACHE_BUDGET};
+pub use changes::{SETTLE as METADATA_STAMP_SETTLE, Stamp};
 pub use publishers::PublisherRecord;
 pub use query::{Page, PluginQuery, PluginSummary, Sort};
 pub use tuf::StoredMetadata;
@@ -118,6 +120,8 @@ pub struct Store {
     pool: SqlitePool,
     /// Listings and facets per generation of the catalog tables; see [`cache`].
     cache: Arc<cache::CatalogCache>,
+    /// Tells readers that keep metadata in memory when to read it again.
+    changes: Arc<changes::Changes>,
 }
 
 impl Store {
@@ -128,18 +132,27 @@ impl Store {
             // 16 MiB page cache per connection keeps the catalog tables and search index
             // in memory at 10,000 plugins (SQLite's default is 2 MiB).
             .pragma("cache_size", "-16384");
-        Self::with_pool(db::open_file::<StoreError>(options, &MIGRATIONS).await?).await
+        Self::with_pool(
+            db::open_file::<StoreError>(options, &MIGRATIONS).await?,
+            Some(path),
+        )
+        .await
     }
 
     /// A private in-memory database, for tests.
     pub async fn open_in_memory() -> Result<Store, StoreError> {
-        Self::with_pool(db::open_memory::<StoreError>(&MIGRATIONS).await?).await
+        Self::with_pool(db::open_memory::<StoreError>(&MIGRATIONS).await?, None).await
     }
 
-    async fn with_pool(pool: SqlitePool) -> Result<Store, StoreError> {
+    async fn with_pool(pool: SqlitePool, path: Option<&Path>) -> Result<Store, StoreError> {
         let store = Store {
             pool,
             cache: Arc::new(cache::CatalogCache::new(cache::DEFAULT_BUDGET)),
+            // The path SQLite writes the log beside (it follows symbolic links).
+            changes: Arc::new(changes::Changes::new(
+                path.map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned()))
+                    .as_deref(),
+            )),
         };
         let refreshed = store.refresh_stale_approvals().await?;
         if refreshed > 0 {
@@ -390,6 +403,18 @@ impl Store {
 
     pub(crate) fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// A cheap token (no query) that changes whenever signed metadata may have been
+    /// committed, by this process or another one on the same database file; see
+    /// [`Stamp::unchanged_since`]. Take it before reading what it is to vouch for.
+    pub fn metadata_stamp(&self) -> Stamp {
+        self.changes.stamp()
+    }
+
+    /// After every commit that stored metadata.
+    fn metadata_committed(&self) {
+        self.changes.committed();
     }
 }
 

@@ -214,6 +214,7 @@ impl Store {
         }
         put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
+        self.metadata_committed();
         Ok(())
     }
 
@@ -247,6 +248,7 @@ impl Store {
         }
         put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
+        self.metadata_committed();
         Ok(())
     }
 }

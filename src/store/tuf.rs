@@ -64,6 +64,7 @@ impl Store {
         let mut tx = self.pool().begin().await?;
         put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
+        self.metadata_committed();
         Ok(())
     }
 }

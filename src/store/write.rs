@@ -51,6 +51,7 @@ impl Store {
         }
         tuf::put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
+        self.metadata_committed();
         Ok(())
     }
 
@@ -80,6 +81,7 @@ impl Store {
         }
         tuf::put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
+        self.metadata_committed();
         Ok(())
     }
 }

@@ -1,15 +1,24 @@
 //! Trust: ed25519 keys and the TUF repository the index is published as. Metadata is
 //! read into the `tough` crate's TUF schema types; signatures are made and checked over
 //! the canonical JSON of the bytes as served (`cjson`, `envelope`), with python-tuf as
-//! the referee in tests. Server side: `accept`, `roleset`, `verify`, `state`, `repo`,
-//! `suspend`, `export`, `expiry`; publisher side: `publish`, `uploader`, `retry`; client
-//! side: `client`. Calls the store; nothing here knows about HTTP except `http`.
+//! the referee in tests.
+//!
+//! Three sides over shared parts (`keys`, `cjson`, `envelope`, `metadata`, `verify`,
+//! `bins`, `expiry`, `files`): `server` (the operator's repository and what publishers
+//! upload), `publisher` (planning, signing and uploading an update) and `client`
+//! (fetching and verifying an index). `files` holds the `/tuf/` files in memory with
+//! their gzip copies and entity tags, chosen from header values given as text.
+//!
+//! Layering: calls the store and `definition`; `server` may use `publisher::plan`,
+//! `publisher` may use `client`, `client` only the shared parts; nothing here knows
+//! about HTTP requests (the `/tuf/` surface is `api::tuf`).
 
 pub mod bins;
 pub mod cjson;
 pub mod client;
 pub mod envelope;
 pub mod expiry;
+pub mod files;
 pub mod keys;
 pub mod metadata;
 pub mod publisher;
