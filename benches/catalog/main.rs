@@ -59,17 +59,7 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("building the tokio runtime");
-    match runtime.block_on(run(&load)) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => {
-            println!("\nRESULT: FAIL (at least one target missed)");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("benchmark error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    server::exit_status(runtime.block_on(run(&load)))
 }
 
 type BoxError = Box<dyn std::error::Error>;
@@ -404,8 +394,5 @@ fn report(results: &[Stats], concurrent: &[Stats], written: &Stats, mem: &Memory
         verdict(rss_ok),
         mem.hwm_mib
     );
-    if all_ok {
-        println!("\nRESULT: PASS (all targets met)");
-    }
     all_ok
 }

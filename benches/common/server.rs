@@ -104,3 +104,22 @@ pub(crate) fn env_number(name: &str, default: usize) -> usize {
         _ => default,
     }
 }
+
+/// The exit status every benchmark reports: 0 when every target was met, 1 when one was
+/// missed (the last line reads `RESULT: FAIL`), 2 when the benchmark itself failed.
+pub fn exit_status(result: Result<bool, BoxError>) -> std::process::ExitCode {
+    match result {
+        Ok(true) => {
+            println!("\nRESULT: PASS");
+            std::process::ExitCode::SUCCESS
+        }
+        Ok(false) => {
+            println!("\nRESULT: FAIL");
+            std::process::ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("benchmark error: {e}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

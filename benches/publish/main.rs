@@ -48,23 +48,17 @@ fn main() -> ExitCode {
     println!(
         "marketplace publish benchmark: {definitions} definitions, {publishes} timed publishes per layout\n"
     );
-    let mut ok = true;
-    for publishers in [100.min(definitions), 1] {
-        match runtime.block_on(layout(definitions, publishers, publishes)) {
-            Ok(pass) => ok &= pass,
-            Err(e) => {
-                eprintln!("benchmark error: {e}");
-                return ExitCode::from(2);
-            }
+    let result = (|| {
+        let mut ok = true;
+        for publishers in [100.min(definitions), 1] {
+            ok &= runtime.block_on(layout(definitions, publishers, publishes))?;
         }
-    }
-    if ok {
-        println!("\nRESULT: PASS");
-        ExitCode::SUCCESS
-    } else {
-        println!("\nRESULT: FAIL (p50 above {TARGET_P50_MS} ms)");
-        ExitCode::FAILURE
-    }
+        if !ok {
+            println!("\na layout's p50 is above {TARGET_P50_MS} ms");
+        }
+        Ok(ok)
+    })();
+    server::exit_status(result)
 }
 
 /// Sets up the repository with `publishers` publishers sharing `definitions`, times

@@ -51,20 +51,7 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("building the tokio runtime");
-    match runtime.block_on(run()) {
-        Ok(true) => {
-            println!("\nRESULT: PASS");
-            ExitCode::SUCCESS
-        }
-        Ok(false) => {
-            println!("\nRESULT: FAIL");
-            ExitCode::FAILURE
-        }
-        Err(e) => {
-            eprintln!("benchmark error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    server::exit_status(runtime.block_on(run()))
 }
 
 fn ms(d: Duration) -> f64 {
