@@ -83,6 +83,34 @@ impl Server {
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// CPU time (user and system) the server has used so far.
+    #[allow(dead_code)] // only the sync benchmark splits CPU time by process
+    pub(crate) fn cpu_time(&self) -> Result<Duration, BoxError> {
+        cpu_time(&format!("/proc/{}/stat", self.pid()))
+    }
+}
+
+/// CPU time (user and system, all threads) of the process whose `/proc/PID/stat` is at
+/// `path`; `/proc/self/stat` for this one. The kernel counts in USER_HZ ticks, which
+/// Linux fixes at 100 per second for this file whatever the kernel's own tick rate.
+#[allow(dead_code)] // only the sync benchmark splits CPU time by process
+pub(crate) fn cpu_time(path: &str) -> Result<Duration, BoxError> {
+    let stat = std::fs::read_to_string(path)?;
+    // The command name (field 2) is in parentheses and may hold spaces: count after it.
+    let rest = stat
+        .rsplit_once(')')
+        .ok_or_else(|| format!("{path}: no command name"))?
+        .1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after `)`.
+    let ticks = |i: usize| -> Result<u64, BoxError> {
+        Ok(fields
+            .get(i)
+            .ok_or_else(|| format!("{path}: too few fields"))?
+            .parse()?)
+    };
+    Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
 }
 
 impl Drop for Server {

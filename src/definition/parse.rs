@@ -29,16 +29,10 @@ pub(super) fn parse_manifest(bytes: &[u8]) -> Result<Manifest, InvalidDefinition
         ));
     }
 
-    let mut path = None;
-    let result =
-        serde_saphyr::with_deserializer_from_str_with_options(text, yaml::options(), |de| {
-            serde_path_to_error::deserialize::<_, Manifest>(de).map_err(|e| {
-                path = Some(e.path().to_string());
-                e.into_inner()
-            })
-        });
-    result.map_err(|err| {
-        let path = clean_path(path.as_deref().unwrap_or(""));
+    let result = yaml::deserialize::<Manifest>(text);
+    result.map_err(|failed| {
+        let (err, path) = *failed;
+        let path = clean_path(&path);
         let pos = err.location().and_then(|l| {
             (l.line() > 0).then(|| Position {
                 line: l.line(),

@@ -44,6 +44,37 @@ pub(crate) fn options() -> Options {
     options
 }
 
+/// Deserializes `text` into `T` with [`options`]. On failure, also the path of the
+/// field that failed (`spec.image`; empty at the root).
+///
+/// Tracking the path through `serde_path_to_error` costs about a third of the parse of a
+/// definition, and a sync round parses thousands of them: the path is only needed when
+/// there is an error, so a failed parse is run again with tracking. The parser is
+/// deterministic, so the second run fails with the same error at the same place.
+pub(crate) fn deserialize<T: serde::de::DeserializeOwned>(
+    text: &str,
+) -> Result<T, Box<(Error, String)>> {
+    let fast = serde_saphyr::with_deserializer_from_str_with_options(text, options(), |de| {
+        T::deserialize(de)
+    });
+    let first = match fast {
+        Ok(value) => return Ok(value),
+        Err(e) => e,
+    };
+    let mut path = None;
+    let tracked = serde_saphyr::with_deserializer_from_str_with_options(text, options(), |de| {
+        serde_path_to_error::deserialize::<_, T>(de).map_err(|e| {
+            path = Some(e.path().to_string());
+            e.into_inner()
+        })
+    });
+    match tracked {
+        Err(e) => Err(Box::new((e, path.unwrap_or_default()))),
+        // Cannot happen (see above); the first error then stands without a path.
+        Ok(_) => Err(Box::new((first, String::new()))),
+    }
+}
+
 /// The error as one line for the author of the file; `what` names the file's kind
 /// ("a plugin definition").
 pub(crate) fn message(err: &Error, what: &str) -> String {

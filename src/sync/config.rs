@@ -168,14 +168,8 @@ impl Config {
 /// The same parser settings and budgets as definitions (the file is at most 1 MiB too),
 /// and the same wording of errors: never the parser's developer-facing text.
 fn parse_yaml(text: &str) -> Result<RawConfig, String> {
-    let mut path = String::new();
-    serde_saphyr::with_deserializer_from_str_with_options(text, yaml::options(), |de| {
-        serde_path_to_error::deserialize(de).map_err(|e| {
-            path = e.path().to_string();
-            e.into_inner()
-        })
-    })
-    .map_err(|e| {
+    yaml::deserialize::<RawConfig>(text).map_err(|failed| {
+        let (e, path) = *failed;
         let mut message = yaml::message(&e, "a sync config");
         // An unknown key is named in the message; its path would end in `?`.
         if !path.is_empty() && path != "." && !path.ends_with('?') {

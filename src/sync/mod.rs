@@ -16,11 +16,12 @@ mod quick;
 pub mod round;
 pub mod sideload;
 pub mod store;
+mod targets;
 pub mod view;
 pub mod worker;
 
 pub use config::{Config, ConfigError, SourceConfig};
-pub use round::{Reason, RoundError, Synced};
+pub use round::{Phases, Reason, RoundError, Synced};
 pub use sideload::{Added, Scope, SideloadError};
 pub use store::{SourceStatus, SyncStore};
 pub use worker::{Status, Worker, WorkerError};

@@ -6,20 +6,13 @@
 //! definitions and is recorded with its reason, while every other publisher's changes
 //! arrive.
 
-use futures_util::{StreamExt, TryStreamExt};
-use tough::schema::Target;
+use std::time::Duration;
 
 use super::config::SourceConfig;
 use super::quick;
-use super::store::{PublisherFailure, SourceDefinition, SyncStore, Trusted, TrustedVersions};
-use super::view::Summary;
-use crate::definition::{Definition, MAX_DEFINITION_BYTES};
-use crate::trust::client::{
-    self, ClientError, Failure, FetchError, Fetcher, Index, Limits, Listed, TrustedState,
-};
-
-/// Downloads in flight per source: enough to hide loopback and LAN latency.
-const PARALLEL_DOWNLOADS: usize = 16;
+use super::store::{PublisherFailure, SyncStore, Trusted, TrustedVersions};
+use super::targets::{self, TargetSource};
+use crate::trust::client::{self, ClientError, Failure, Fetcher, Index, Limits, TrustedState};
 
 /// Why a round (or one publisher's part of it) failed, as `/status` reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -90,7 +83,7 @@ pub struct RoundError {
 }
 
 impl RoundError {
-    fn new(reason: Reason, message: impl Into<String>) -> Self {
+    pub(super) fn new(reason: Reason, message: impl Into<String>) -> Self {
         RoundError {
             reason,
             message: message.into(),
@@ -122,6 +115,22 @@ pub struct Synced {
     pub trusted: TrustedVersions,
     /// Publishers whose roles failed verification; their last good definitions stay.
     pub failing: Vec<PublisherFailure>,
+    /// Where the round's time went (all zero for an unchanged index).
+    pub phases: Phases,
+}
+
+/// Wall time of each step of a round that found a change, as the debug log and the sync
+/// benchmark report them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Phases {
+    /// Refreshing and verifying the signed metadata (root to every publisher's roles).
+    pub metadata: Duration,
+    /// Downloading the definitions whose hash is new, each checked against that hash.
+    pub downloads: Duration,
+    /// Parsing and validating what was downloaded.
+    pub parsing: Duration,
+    /// The one transaction that replaces the source's state.
+    pub store: Duration,
 }
 
 /// Runs one round for `source` within its round deadline and records its outcome
@@ -184,6 +193,7 @@ async fn round(
             unchanged: true,
             trusted: t.versions.clone(),
             failing: failing_before,
+            phases: Phases::default(),
         });
     }
     let started = std::time::Instant::now();
@@ -236,23 +246,12 @@ async fn round(
         }
     }
     let known = store.known_hashes(&source.name).await?;
-    let from = std::sync::Arc::new(TargetSource {
+    let from = TargetSource {
         fetcher: fetcher.clone(),
         base: source.url.clone(),
         consistent,
-    });
-    // Each download and its parse is its own task, so both run on every core; a stream
-    // of handles keeps PARALLEL_DOWNLOADS in flight and stops at the first failure.
-    let fetched: Vec<SourceDefinition> = futures_util::stream::iter(listed)
-        .map(|(publisher, listed)| {
-            let known = known.get(&listed.name).cloned();
-            let from = from.clone();
-            tokio::spawn(async move { definition(&from, listed, publisher, known).await })
-        })
-        .buffer_unordered(PARALLEL_DOWNLOADS)
-        .map(|joined| joined.map_err(|e| RoundError::new(Reason::Local, e.to_string()))?)
-        .try_collect()
-        .await?;
+    };
+    let (fetched, parsing) = targets::collect(from, listed, known).await?;
     let downloaded = fetched.iter().filter(|d| d.bytes.is_some()).count();
     let fetched_at = started.elapsed();
     let kept = Trusted {
@@ -265,11 +264,18 @@ async fn round(
     let definitions = store
         .replace_source(&source.name, &fetched, &failing, &kept, now)
         .await?;
+    let phases = Phases {
+        metadata: loaded,
+        downloads: fetched_at.saturating_sub(loaded + parsing),
+        parsing,
+        store: started.elapsed() - fetched_at,
+    };
     tracing::debug!(
         source = %source.name,
-        metadata_ms = loaded.as_millis() as u64,
-        downloads_ms = (fetched_at - loaded).as_millis() as u64,
-        store_ms = (started.elapsed() - fetched_at).as_millis() as u64,
+        metadata_ms = phases.metadata.as_millis() as u64,
+        downloads_ms = phases.downloads.as_millis() as u64,
+        parsing_ms = phases.parsing.as_millis() as u64,
+        store_ms = phases.store.as_millis() as u64,
         downloaded,
         "round phases"
     );
@@ -279,6 +285,7 @@ async fn round(
         unchanged: false,
         trusted: versions,
         failing: store.publisher_failures(&source.name).await?,
+        phases,
     })
 }
 
@@ -315,124 +322,4 @@ fn trusted_versions(index: &Index) -> TrustedVersions {
         expires_at: earliest.0,
         expires_role: earliest.1,
     }
-}
-
-/// The stored form of one listed target: bytes downloaded and validated when its hash is
-/// new to this source.
-async fn definition(
-    from: &TargetSource,
-    listed: Listed,
-    publisher: String,
-    known_hash: Option<String>,
-) -> Result<SourceDefinition, RoundError> {
-    let Listed {
-        name,
-        target,
-        signers: signer_key_ids,
-    } = listed;
-    let hash = format!("sha256:{}", hex::encode(target.hashes.sha256.as_ref()));
-    let invalid =
-        |why: String| RoundError::new(Reason::InvalidDefinition, format!("{name}: {why}"));
-    // Checked before anything is fetched: the name becomes part of a URL.
-    let parts: Vec<&str> = name.split('/').collect();
-    let shape = || invalid("not PUBLISHER/NAME/VERSION.yaml".into());
-    let [_, plugin, file] = parts[..] else {
-        return Err(shape());
-    };
-    let version = file.strip_suffix(".yaml").ok_or_else(shape)?;
-    if !crate::definition::is_dns_label(plugin)
-        || crate::definition::parse_version(version).is_err()
-    {
-        return Err(shape());
-    }
-    let bytes = if known_hash.as_deref() == Some(hash.as_str()) {
-        None
-    } else {
-        if target.length > MAX_DEFINITION_BYTES as u64 {
-            return Err(invalid(format!(
-                "{} bytes, more than the {MAX_DEFINITION_BYTES} a definition may have",
-                target.length
-            )));
-        }
-        let bytes = fetch(from, &name, &target).await?;
-        // A definition parses in well under a millisecond: in the task, not handed to
-        // the blocking pool (the hand-off cost more than the parse).
-        let def = Definition::parse(&bytes).map_err(|e| invalid(e.to_string()))?;
-        if crate::trust::metadata::target_name(&publisher, &def) != name {
-            return Err(invalid(format!(
-                "the file describes {} {}, not what its path says",
-                def.name(),
-                def.version_text()
-            )));
-        }
-        Some((bytes, Summary::of(&def).to_json()))
-    };
-    Ok(SourceDefinition {
-        target: name.clone(),
-        publisher,
-        name: plugin.to_owned(),
-        version: version.to_owned(),
-        hash,
-        yanked: target
-            .custom
-            .get("yanked")
-            .and_then(serde_json::Value::as_bool)
-            .unwrap_or(false),
-        signer_key_ids,
-        bytes,
-    })
-}
-
-/// Where target files are fetched from, as the verified root says.
-struct TargetSource {
-    fetcher: Fetcher,
-    base: url::Url,
-    consistent: bool,
-}
-
-/// Downloads one target by the TUF specification's consistent-snapshot name
-/// (`PUBLISHER/NAME/HASH.VERSION.yaml`, what python-tuf asks for and any static copy of
-/// `/tuf/` holds) and checks it against the hash and length its role signed.
-async fn fetch(from: &TargetSource, name: &str, target: &Target) -> Result<Vec<u8>, RoundError> {
-    use sha2::Digest;
-    let url = client::target_url(&from.base, from.consistent, name, target).ok_or_else(|| {
-        RoundError::new(
-            Reason::InvalidMetadata,
-            format!("{name}: not a usable path"),
-        )
-    })?;
-    let max = usize::try_from(target.length).unwrap_or(usize::MAX);
-    let bytes = match from.fetcher.get(url, max).await {
-        Ok(Some(bytes)) => bytes,
-        Ok(None) => {
-            return Err(RoundError::new(
-                Reason::InvalidMetadata,
-                format!("{name}: listed, but the marketplace has no such file"),
-            ));
-        }
-        Err(FetchError::TooLarge(_)) => {
-            return Err(RoundError::new(
-                Reason::Tampered,
-                format!(
-                    "{name}: longer than the {} bytes signed for it",
-                    target.length
-                ),
-            ));
-        }
-        Err(e @ FetchError::Timeout(_)) => {
-            return Err(RoundError::new(Reason::Timeout, format!("{name}: {e}")));
-        }
-        Err(FetchError::Failed(e)) => {
-            return Err(RoundError::new(Reason::Unreachable, format!("{name}: {e}")));
-        }
-    };
-    if bytes.len() as u64 != target.length
-        || sha2::Sha256::digest(&bytes)[..] != *target.hashes.sha256
-    {
-        return Err(RoundError::new(
-            Reason::Tampered,
-            format!("{name}: the bytes do not match the hash signed for them"),
-        ));
-    }
-    Ok(bytes)
 }
