@@ -4,6 +4,7 @@
 //! blob need different ones. Errors from a surface's limits are drawn by that
 //! surface's renderer, so a page gets an HTML error and the registry its own shape.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::{MatchedPath, Request};
@@ -31,7 +32,9 @@ pub type Render = fn(HttpError) -> Response;
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// The largest request body: a declared larger `Content-Length` is refused before
-    /// anything is read, and a body without one (chunked) is cut at this size.
+    /// the handler runs, and a body without one (chunked) is cut at this size. What a
+    /// handler leaves unread is drained within bounds before the answer (see
+    /// [`Unread::drain`]).
     pub body_bytes: usize,
     /// The longest a request may take, answered with 503 `timeout`.
     pub timeout: Duration,
@@ -142,17 +145,161 @@ async fn limit_headers(req: Request, next: Next) -> Response {
 }
 
 async fn limit_body(req: Request, next: Next, limit: usize, render: Render) -> Response {
+    use http_body::Body as _;
     let declared = req
         .headers()
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
-        return render(too_large(limit));
+        let rest = Unread {
+            body: req.into_body(),
+            left: declared,
+        };
+        return closing(rest.drain(limit).await, render(too_large(limit)));
     }
-    next.run(req.map(|b| axum::body::Body::new(http_body_util::Limited::new(b, limit))))
-        .await
+    if req.body().is_end_stream() {
+        // No body (nearly every read): nothing to track, nothing to drain.
+        return next.run(req).await;
+    }
+    let slot = Arc::new(Mutex::new(Slot {
+        body: None,
+        read: 0,
+        ended: false,
+    }));
+    let req = req.map(|body| {
+        slot.lock().expect("slot lock").body = Some(body);
+        axum::body::Body::new(http_body_util::Limited::new(
+            Tracked { slot: slot.clone() },
+            limit,
+        ))
+    });
+    let response = next.run(req).await;
+    let rest = {
+        let mut slot = slot.lock().expect("slot lock");
+        if slot.ended {
+            return response;
+        }
+        Unread {
+            body: slot.body.take().unwrap_or_default(),
+            left: declared.map(|n| n.saturating_sub(slot.read)),
+        }
+    };
+    closing(rest.drain(limit).await, response)
 }
+
+/// An answer given before the whole request body was read: the connection is not
+/// reused, and if the rest could not be drained the client may see a reset.
+fn closing(drained: bool, mut response: Response) -> Response {
+    if !drained {
+        tracing::debug!("request body left unread");
+    }
+    response.headers_mut().insert(
+        axum::http::header::CONNECTION,
+        HeaderValue::from_static("close"),
+    );
+    response
+}
+
+/// The request body as a handler reads it, through a slot the middleware can take back
+/// afterwards: whatever the handler left unread (an answer before reading, as for a bad
+/// token, or a body cut at the limit) is drained there.
+struct Tracked {
+    slot: Arc<Mutex<Slot>>,
+}
+
+struct Slot {
+    body: Option<axum::body::Body>,
+    read: u64,
+    ended: bool,
+}
+
+impl http_body::Body for Tracked {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        use std::task::Poll;
+        let mut slot = self.slot.lock().expect("slot lock");
+        let Some(body) = slot.body.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let polled = std::pin::Pin::new(body).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                let n = frame.data_ref().map_or(0, |d| d.len() as u64);
+                slot.read += n;
+            }
+            Poll::Ready(None) => slot.ended = true,
+            _ => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        let slot = self.slot.lock().expect("slot lock");
+        slot.ended || slot.body.as_ref().is_none_or(|b| b.is_end_stream())
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        let slot = self.slot.lock().expect("slot lock");
+        slot.body
+            .as_ref()
+            .map_or_else(|| http_body::SizeHint::with_exact(0), |b| b.size_hint())
+    }
+}
+
+/// What is left of a request body once its answer is known.
+struct Unread {
+    body: axum::body::Body,
+    /// Bytes still to come, when the client declared a length.
+    left: Option<u64>,
+}
+
+impl Unread {
+    /// Closing a socket with unread data makes the kernel send a reset, and a client
+    /// that is still writing its body (curl and reqwest do not wait for `100 Continue`)
+    /// then loses the answer and reports a broken pipe instead of, say, "too large" or
+    /// "bad token". nginx avoids this with its lingering close; we read the rest and
+    /// throw it away first, but at most [`drain_cap`] bytes and for at most
+    /// [`DRAIN_TIME`], so a hostile client cannot make us read without bound. True when
+    /// the body was read to its end.
+    async fn drain(self, limit: usize) -> bool {
+        use http_body_util::BodyExt;
+        let cap = drain_cap(limit);
+        if self.left.is_some_and(|n| n > cap) {
+            return false;
+        }
+        let mut body = self.body;
+        let drain = async {
+            let mut seen = 0u64;
+            while let Some(frame) = body.frame().await {
+                let Ok(frame) = frame else { return false };
+                seen += frame.data_ref().map_or(0, |d| d.len() as u64);
+                if seen > cap {
+                    return false;
+                }
+            }
+            true
+        };
+        tokio::time::timeout(DRAIN_TIME, drain)
+            .await
+            .unwrap_or(false)
+    }
+}
+
+/// The most of an unwanted request body read and discarded: four times the surface's
+/// limit, at least 1 MiB and at most 64 MiB.
+fn drain_cap(limit: usize) -> u64 {
+    (limit as u64)
+        .saturating_mul(4)
+        .clamp(1024 * 1024, 64 * 1024 * 1024)
+}
+
+const DRAIN_TIME: Duration = Duration::from_secs(5);
 
 async fn time_limit(req: Request, next: Next, limit: Duration, render: Render) -> Response {
     match tokio::time::timeout(limit, next.run(req)).await {
@@ -207,7 +354,9 @@ mod tests {
             .route(
                 "/echo",
                 post(|body: axum::body::Bytes| async move { body.len().to_string() }),
-            );
+            )
+            // Answers without reading the body, as a handler refusing a token does.
+            .route("/refuse", post(|| async { StatusCode::UNAUTHORIZED }));
         limits.apply(routes, teapot)
     }
 
@@ -248,6 +397,65 @@ mod tests {
             .unwrap();
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(body_text(r).await, "10");
+    }
+
+    /// Over a real socket: a client that sends its whole body before reading (as
+    /// reqwest and curl do) gets the answer every time, instead of a reset, whether the
+    /// body is over the limit as declared, over it without a declared length, or not
+    /// read at all by the handler.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_answer_before_the_body_is_read_reaches_the_client() {
+        let app = surface(Limits {
+            body_bytes: 1024 * 1024,
+            timeout: Duration::from_secs(30),
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let client = reqwest::Client::new();
+        let chunked = || {
+            let chunks = (0..48).map(|_| Ok::<_, std::io::Error>(vec![b'#'; 64 * 1024]));
+            reqwest::Body::wrap_stream(futures_util::stream::iter(chunks))
+        };
+        for attempt in 0..30 {
+            let cases = [
+                (
+                    "/echo",
+                    reqwest::Body::from(vec![b'#'; 3 * 1024 * 1024]),
+                    413,
+                ),
+                ("/echo", chunked(), 413),
+                ("/refuse", reqwest::Body::from(vec![b'#'; 900 * 1024]), 401),
+            ];
+            for (path, body, status) in cases {
+                let r = client
+                    .post(format!("{url}{path}"))
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap_or_else(|e| panic!("attempt {attempt}, {path}: {e:?}"));
+                assert_eq!(r.status().as_u16(), status, "{path}");
+                assert_eq!(r.headers()["connection"], "close", "{path}");
+            }
+        }
+        // A body read to its end keeps the connection open, as before.
+        let r = client
+            .post(format!("{url}/echo"))
+            .body("four")
+            .send()
+            .await
+            .unwrap();
+        assert!(r.headers().get("connection").is_none());
+        assert_eq!(r.text().await.unwrap(), "4");
+        server.abort();
+    }
+
+    #[test]
+    fn oversized_bodies_are_drained_only_up_to_a_bound() {
+        assert_eq!(drain_cap(0), 1024 * 1024);
+        assert_eq!(drain_cap(1024 * 1024), 4 * 1024 * 1024);
+        assert_eq!(drain_cap(16 * 1024 * 1024), 64 * 1024 * 1024);
+        assert_eq!(drain_cap(usize::MAX), 64 * 1024 * 1024);
     }
 
     #[tokio::test]
