@@ -323,56 +323,46 @@ fn verdict(ok: bool) -> &'static str {
     if ok { "PASS" } else { "FAIL" }
 }
 
+/// One table of scenarios; `target` judges a row and words its last column.
+fn table(rows: &[Stats], target_heading: &str, target: impl Fn(&Stats) -> (bool, String)) -> bool {
+    let mut all_ok = true;
+    println!(
+        "{:<28} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}  {target_heading}",
+        "scenario", "count", "mean ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "req/s", "body KiB",
+    );
+    println!("{}", "-".repeat(120));
+    for r in rows {
+        let (ok, verdict) = target(r);
+        all_ok &= ok;
+        println!(
+            "{:<28} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.0} {:>9.1}  {verdict}",
+            r.name,
+            r.count,
+            r.mean,
+            r.p50,
+            r.p90,
+            r.p99,
+            r.max,
+            r.rate(),
+            r.avg_kib,
+        );
+    }
+    println!("{}", "-".repeat(120));
+    all_ok
+}
+
 fn report(results: &[Stats], concurrent: &[Stats], written: &Stats, mem: &Memory) -> bool {
     let mut all_ok = true;
     println!("\none connection, sequential:");
-    println!(
-        "{:<28} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}  p99 target",
-        "scenario", "count", "mean ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "req/s", "body KiB",
-    );
-    println!("{}", "-".repeat(120));
-    for r in results {
+    all_ok &= table(results, "p99 target", |r| {
         let ok = r.p99 <= TARGET_P99_MS;
-        all_ok &= ok;
-        println!(
-            "{:<28} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.0} {:>9.1}  <= {TARGET_P99_MS} ms  {}",
-            r.name,
-            r.count,
-            r.mean,
-            r.p50,
-            r.p90,
-            r.p99,
-            r.max,
-            r.rate(),
-            r.avg_kib,
-            verdict(ok)
-        );
-    }
-    println!("{}", "-".repeat(120));
+        (ok, format!("<= {TARGET_P99_MS} ms  {}", verdict(ok)))
+    });
     println!("\n{CONNECTIONS} connections, concurrent:");
-    println!(
-        "{:<28} {:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}  req/s target",
-        "scenario", "count", "mean ms", "p50 ms", "p90 ms", "p99 ms", "max ms", "req/s", "body KiB",
-    );
-    println!("{}", "-".repeat(120));
-    for r in concurrent {
+    all_ok &= table(concurrent, "req/s target", |r| {
         let ok = r.rate() >= TARGET_CONCURRENT_RPS;
-        all_ok &= ok;
-        println!(
-            "{:<28} {:>6} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.0} {:>9.1}  >= {TARGET_CONCURRENT_RPS}  {}",
-            r.name,
-            r.count,
-            r.mean,
-            r.p50,
-            r.p90,
-            r.p99,
-            r.max,
-            r.rate(),
-            r.avg_kib,
-            verdict(ok)
-        );
-    }
-    println!("{}", "-".repeat(120));
+        (ok, format!(">= {TARGET_CONCURRENT_RPS}  {}", verdict(ok)))
+    });
     println!(
         "\nafter a write by another process (one connection; no target, the cost of a change):"
     );

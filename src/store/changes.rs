@@ -186,13 +186,15 @@ mod tests {
         );
 
         // The same log, last written long ago: trusted; then a write changes it.
-        let old = SystemTime::now() - 2 * SETTLE;
-        std::fs::File::options()
-            .write(true)
-            .open(&wal)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        let age = |wal: &std::path::Path| {
+            std::fs::File::options()
+                .write(true)
+                .open(wal)
+                .unwrap()
+                .set_modified(SystemTime::now() - 2 * SETTLE)
+                .unwrap();
+        };
+        age(&wal);
         let settled = changes.stamp();
         assert!(changes.stamp().unchanged_since(&settled));
         std::fs::write(&wal, b"frame frame").unwrap();
@@ -200,24 +202,14 @@ mod tests {
 
         // Removed (SQLite's last connection closed) and created again: both seen,
         // though the log was held open.
-        std::fs::File::options()
-            .write(true)
-            .open(&wal)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        age(&wal);
         let before = changes.stamp();
         std::fs::remove_file(&wal).unwrap();
         let removed = changes.stamp();
         assert!(!removed.unchanged_since(&before));
         assert_eq!(removed.wal, None);
         std::fs::write(&wal, b"frame frame").unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&wal)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        age(&wal);
         assert!(!changes.stamp().unchanged_since(&removed));
         assert!(changes.stamp().wal.is_some());
     }
