@@ -73,3 +73,32 @@ async fn stops_cleanly_on_sigterm_and_restarts_on_the_same_data() {
     let json: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(json["total"], builtin::definitions().unwrap().len());
 }
+
+/// A client that writes its whole body before reading (reqwest, as curl does) gets the
+/// server's answer even when the server answers without reading the body: a bad token
+/// on a publish, a body over the limit, a path that does not exist. Without draining,
+/// the server's close sends a reset and the client reports a broken pipe instead.
+#[tokio::test]
+async fn early_answers_reach_clients_still_sending_their_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"));
+    let client = reqwest::Client::new();
+    let cases = [
+        ("/api/v1/publishers/acme/definitions", 2 * 1024 * 1024, 401),
+        ("/api/v1/publishers/acme/definitions", 20 * 1024 * 1024, 413),
+        ("/api/v1/nowhere", 1024 * 1024, 404),
+        ("/nowhere", 1024 * 1024, 404),
+    ];
+    for attempt in 0..10 {
+        for (path, size, status) in cases {
+            let r = client
+                .post(format!("{}{path}", server.url))
+                .bearer_auth("mkt_not_a_token")
+                .body(vec![b'#'; size])
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("attempt {attempt}, {path}, {size} bytes: {e:?}"));
+            assert_eq!(r.status().as_u16(), status, "{path}");
+        }
+    }
+}

@@ -441,6 +441,18 @@ async fn sideloads_stay_in_their_organization_and_tokens_are_scoped() {
     assert!(o.status.success(), "{}", out(&o));
     assert_eq!(view("red", red.clone()).await.0, 401);
 
+    // An unknown route answers in the API's error shape, a body sent to it too.
+    let (status, body) = api.get("/orgs/blue/nowhere", Some(&blue)).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("not_found")),
+        "{body}"
+    );
+    let (status, _) = api
+        .send(Method::POST, "/nowhere", None, vec![b'#'; 512 * 1024])
+        .await;
+    assert_eq!(status, 404);
+
     // No sources: the built-ins alone, and /status needs no token.
     let (status, s) = api.get("/status", None).await;
     assert_eq!(status, 200);

@@ -77,6 +77,6 @@ pub fn app(state: AppState) -> Router {
         .merge(ops::router())
         .merge(tuf::router())
         .merge(publishing::router())
-        .fallback(pages::not_found);
+        .merge(pages::fallback());
     layers::with_layers(routes).with_state(state)
 }

@@ -38,6 +38,14 @@ pub fn router() -> axum::Router<AppState> {
     LIMITS.apply(routes, |e| PageError(e).into_response())
 }
 
+/// Every path no surface claims: 404, under the pages' limits, so a body sent to a
+/// wrong path is drained like any other before the answer.
+pub fn fallback() -> axum::Router<AppState> {
+    LIMITS.apply(axum::Router::new().fallback(not_found), |e| {
+        PageError(e).into_response()
+    })
+}
+
 /// An error shown as an HTML page rather than JSON.
 pub struct PageError(HttpError);
 

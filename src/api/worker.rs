@@ -64,6 +64,10 @@ pub fn router(worker: Arc<Worker>) -> axum::Router {
             "/orgs/{org}/sideloads/{name}/{version}",
             get(get_sideload).delete(delete_version),
         )
+        // Unknown paths answer in the API's error shape, inside its limits.
+        .fallback(|uri: axum::http::Uri| async move {
+            HttpError::not_found(format!("no route {}", uri.path()))
+        })
         .with_state(worker);
     with_layers(LIMITS.apply(routes, HttpError::into_response))
 }
