@@ -6,12 +6,14 @@
 //! knows about requests or responses. docs/ARCHITECTURE.md has the rule of each module.
 
 pub mod api;
+pub mod blob;
 pub mod catalog;
 pub mod cli;
 pub mod clock;
 mod db;
 pub mod definition;
 pub mod ratelimit;
+pub mod registry;
 pub mod server;
 pub mod store;
 pub mod sync;

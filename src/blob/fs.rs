@@ -1,0 +1,361 @@
+//! Blobs as files under `DATA_DIR/blobs/`: `sha256/ab/abcd…` for each stored blob,
+//! `tmp/` for writes in progress.
+//!
+//! A write goes to a new file in `tmp/` on a blocking thread fed through a bounded
+//! channel, so the network, hashing and the disk overlap and at most a few chunks are
+//! in memory. Only when the incoming stream has ended and every byte hashed to the
+//! expected digest (and length) is the file fsynced, renamed under its digest and the
+//! directory fsynced: a crash at any moment leaves either no file under the digest or
+//! the whole, verified one. A write that fails or is cancelled removes its temporary
+//! file; one left by a killed process is removed by the next [`FsBlobStore::open`]
+//! once it is an hour old (a write in progress keeps touching its file).
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use tokio::sync::mpsc;
+
+use super::{Blob, BlobError, BlobStore, ByteStream, Digest, Listed};
+
+/// The largest blob accepted when the caller does not know its size.
+pub const MAX_UNSIZED_BYTES: u64 = 32 * 1024 * 1024 * 1024;
+/// Bytes per read when serving a blob: large enough that a multi-gigabyte layer costs
+/// few thread hand-offs, small enough that a slow client holds little memory.
+const READ_CHUNK: usize = 512 * 1024;
+/// Chunks queued between the network and the writer, or the reader and the client.
+const QUEUE: usize = 8;
+/// A temporary file untouched this long belongs to a write that died.
+const STALE_TMP: Duration = Duration::from_secs(3600);
+
+#[derive(Debug, Clone)]
+pub struct FsBlobStore {
+    root: PathBuf,
+}
+
+impl FsBlobStore {
+    /// Opens (creating) the store under `root`, and removes temporary files left by
+    /// writes that died.
+    pub fn open(root: &Path) -> Result<FsBlobStore, BlobError> {
+        std::fs::create_dir_all(root.join("sha256")).map_err(BlobError::storage("creating"))?;
+        std::fs::create_dir_all(root.join("tmp")).map_err(BlobError::storage("creating"))?;
+        let store = FsBlobStore {
+            root: root.to_owned(),
+        };
+        store.remove_stale_tmp(SystemTime::now() - STALE_TMP)?;
+        Ok(store)
+    }
+
+    fn path(&self, digest: &Digest) -> PathBuf {
+        let hex = digest.hex();
+        self.root.join("sha256").join(&hex[..2]).join(hex)
+    }
+
+    fn remove_stale_tmp(&self, before: SystemTime) -> Result<usize, BlobError> {
+        let mut removed = 0;
+        for entry in
+            std::fs::read_dir(self.root.join("tmp")).map_err(BlobError::storage("listing"))?
+        {
+            let entry = entry.map_err(BlobError::storage("listing"))?;
+            let modified = entry.metadata().and_then(|m| m.modified());
+            if modified.is_ok_and(|m| m < before) {
+                std::fs::remove_file(entry.path()).map_err(BlobError::storage("cleaning"))?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// What the writer thread is sent.
+enum Piece {
+    Bytes(Bytes),
+    /// The stream ended: check and commit.
+    End,
+}
+
+impl BlobStore for FsBlobStore {
+    fn put(
+        &self,
+        digest: &Digest,
+        size: Option<u64>,
+        body: ByteStream,
+    ) -> BoxFuture<'_, Result<u64, BlobError>> {
+        let digest = digest.clone();
+        Box::pin(async move {
+            if let Some(n) = self.stat(&digest).await? {
+                return Ok(n);
+            }
+            let limit = size.unwrap_or(MAX_UNSIZED_BYTES);
+            let tmp = self.root.join("tmp").join(format!(
+                "{}.{}",
+                digest.hex(),
+                crate::token::random_hex(8)
+            ));
+            let target = self.path(&digest);
+            let (tx, rx) = mpsc::channel(QUEUE);
+            let writer = {
+                let digest = digest.clone();
+                tokio::task::spawn_blocking(move || write(tmp, target, rx, &digest, size))
+            };
+            let mut body = body;
+            let mut seen = 0u64;
+            let fed = async {
+                while let Some(chunk) = body.next().await {
+                    let chunk = chunk.map_err(BlobError::Source)?;
+                    seen += chunk.len() as u64;
+                    if seen > limit {
+                        return Err(BlobError::TooLarge {
+                            digest: digest.clone(),
+                            limit,
+                        });
+                    }
+                    if tx.send(Piece::Bytes(chunk)).await.is_err() {
+                        return Ok(()); // the writer failed: its error is the one to report
+                    }
+                }
+                let _ = tx.send(Piece::End).await;
+                Ok(())
+            }
+            .await;
+            // On an error the channel closes without `End`, and the writer removes its file.
+            drop(tx);
+            let written = writer
+                .await
+                .map_err(|e| BlobError::storage("writing")(std::io::Error::other(e)));
+            fed?;
+            written?
+        })
+    }
+
+    fn stat(&self, digest: &Digest) -> BoxFuture<'_, Result<Option<u64>, BlobError>> {
+        let path = self.path(digest);
+        Box::pin(async move {
+            match tokio::fs::metadata(&path).await {
+                Ok(m) => Ok(Some(m.len())),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(BlobError::storage("reading")(e)),
+            }
+        })
+    }
+
+    fn open(
+        &self,
+        digest: &Digest,
+        range: Option<Range<u64>>,
+    ) -> BoxFuture<'_, Result<Option<Blob>, BlobError>> {
+        let path = self.path(digest);
+        let digest = digest.clone();
+        Box::pin(async move {
+            let opened =
+                tokio::task::spawn_blocking(move || -> std::io::Result<Option<(File, u64)>> {
+                    match File::open(&path) {
+                        Ok(f) => {
+                            let size = f.metadata()?.len();
+                            Ok(Some((f, size)))
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                        Err(e) => Err(e),
+                    }
+                })
+                .await
+                .map_err(|e| BlobError::storage("opening")(std::io::Error::other(e)))?
+                .map_err(BlobError::storage("opening"))?;
+            let Some((file, size)) = opened else {
+                return Ok(None);
+            };
+            let range = range.unwrap_or(0..size);
+            if range.start > range.end || range.end > size {
+                return Err(BlobError::BadRange {
+                    digest,
+                    start: range.start,
+                    end: range.end,
+                    size,
+                });
+            }
+            Ok(Some(Blob {
+                size,
+                range: range.clone(),
+                body: read(file, range),
+            }))
+        })
+    }
+
+    fn delete(&self, digest: &Digest) -> BoxFuture<'_, Result<bool, BlobError>> {
+        let path = self.path(digest);
+        Box::pin(async move {
+            match tokio::fs::remove_file(&path).await {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(BlobError::storage("deleting")(e)),
+            }
+        })
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<Listed>, BlobError>> {
+        let root = self.root.join("sha256");
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || list(&root))
+                .await
+                .map_err(|e| BlobError::storage("listing")(std::io::Error::other(e)))?
+        })
+    }
+}
+
+/// The writer thread: hashes and writes what arrives; on `End` checks the digest and
+/// size, fsyncs, renames into place and fsyncs the directory. Without `End` (the
+/// caller failed or was dropped), or on any mismatch, the temporary file is removed.
+fn write(
+    tmp: PathBuf,
+    target: PathBuf,
+    mut rx: mpsc::Receiver<Piece>,
+    digest: &Digest,
+    size: Option<u64>,
+) -> Result<u64, BlobError> {
+    use sha2::Digest as _;
+    struct Remove<'a>(&'a Path, bool);
+    impl Drop for Remove<'_> {
+        fn drop(&mut self) {
+            if self.1 {
+                let _ = std::fs::remove_file(self.0);
+            }
+        }
+    }
+    let mut file = File::options()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(BlobError::storage("creating a temporary file"))?;
+    let mut guard = Remove(&tmp, true);
+    let mut hasher = sha2::Sha256::new();
+    let mut written = 0u64;
+    loop {
+        match rx.blocking_recv() {
+            Some(Piece::Bytes(chunk)) => {
+                hasher.update(&chunk);
+                file.write_all(&chunk)
+                    .map_err(BlobError::storage("writing"))?;
+                written += chunk.len() as u64;
+            }
+            Some(Piece::End) => break,
+            None => {
+                return Err(BlobError::Source(std::io::Error::other(
+                    "the write was abandoned",
+                )));
+            }
+        }
+    }
+    let actual = Digest::from_hash(&hasher.finalize());
+    if actual != *digest {
+        return Err(BlobError::DigestMismatch {
+            expected: digest.clone(),
+            actual,
+        });
+    }
+    if let Some(expected) = size.filter(|&s| s != written) {
+        return Err(BlobError::SizeMismatch {
+            digest: digest.clone(),
+            expected,
+            actual: written,
+        });
+    }
+    file.sync_all().map_err(BlobError::storage("syncing"))?;
+    drop(file);
+    let dir = target.parent().expect("a blob path has a parent");
+    if !dir.exists() {
+        std::fs::create_dir_all(dir).map_err(BlobError::storage("creating"))?;
+        sync_dir(dir.parent().expect("a shard has a parent"))?;
+    }
+    std::fs::rename(&tmp, &target).map_err(BlobError::storage("renaming"))?;
+    guard.1 = false;
+    sync_dir(dir)?;
+    Ok(written)
+}
+
+#[cfg(unix)]
+fn sync_dir(dir: &Path) -> Result<(), BlobError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(BlobError::storage("syncing a directory"))
+}
+
+#[cfg(not(unix))]
+fn sync_dir(_: &Path) -> Result<(), BlobError> {
+    Ok(())
+}
+
+/// `range` of `file` as a stream, read on a blocking thread a chunk ahead of the client.
+fn read(mut file: File, range: Range<u64>) -> ByteStream {
+    let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(QUEUE);
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = file.seek(SeekFrom::Start(range.start)) {
+            let _ = tx.blocking_send(Err(e));
+            return;
+        }
+        let mut left = range.end - range.start;
+        while left > 0 {
+            let mut buf = vec![0; READ_CHUNK.min(left as usize)];
+            let result = file.read(&mut buf).and_then(|n| {
+                if n == 0 {
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the blob is shorter than its listed size",
+                    ))
+                } else {
+                    Ok(n)
+                }
+            });
+            let item = result.map(|n| {
+                buf.truncate(n);
+                left -= n as u64;
+                Bytes::from(buf)
+            });
+            let failed = item.is_err();
+            // A client that went away closes the channel: stop reading.
+            if tx.blocking_send(item).is_err() || failed {
+                return;
+            }
+        }
+    });
+    Box::pin(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    }))
+}
+
+fn list(root: &Path) -> Result<Vec<Listed>, BlobError> {
+    let mut out = Vec::new();
+    for shard in std::fs::read_dir(root).map_err(BlobError::storage("listing"))? {
+        let shard = shard.map_err(BlobError::storage("listing"))?;
+        if !shard.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        for entry in std::fs::read_dir(shard.path()).map_err(BlobError::storage("listing"))? {
+            let entry = entry.map_err(BlobError::storage("listing"))?;
+            let name = entry.file_name();
+            // Anything else in the folder is not ours to report or delete.
+            let Ok(digest) = format!("sha256:{}", name.to_string_lossy()).parse::<Digest>() else {
+                continue;
+            };
+            let meta = entry.metadata().map_err(BlobError::storage("listing"))?;
+            let written_at = meta
+                .modified()
+                .ok()
+                .and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs() as i64);
+            out.push(Listed {
+                digest,
+                size: meta.len(),
+                written_at,
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;
