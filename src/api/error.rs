@@ -57,6 +57,17 @@ pub enum ErrorCode {
     /// The request took longer than its surface allows.
     Timeout,
     Internal,
+    // The OCI registry's own codes (`/v2/`), drawn there as the distribution spec's
+    // uppercase codes.
+    NameInvalid,
+    NameUnknown,
+    ManifestUnknown,
+    ManifestInvalid,
+    BlobUnknown,
+    DigestInvalid,
+    RangeNotSatisfiable,
+    /// An operation this server does not offer (the registry is read-only).
+    Unsupported,
 }
 
 impl ErrorCode {
@@ -86,6 +97,14 @@ impl ErrorCode {
             ErrorCode::HeadersTooLarge => "headers_too_large",
             ErrorCode::Timeout => "timeout",
             ErrorCode::Internal => "internal",
+            ErrorCode::NameInvalid => "name_invalid",
+            ErrorCode::NameUnknown => "name_unknown",
+            ErrorCode::ManifestUnknown => "manifest_unknown",
+            ErrorCode::ManifestInvalid => "manifest_invalid",
+            ErrorCode::BlobUnknown => "blob_unknown",
+            ErrorCode::DigestInvalid => "digest_invalid",
+            ErrorCode::RangeNotSatisfiable => "range_not_satisfiable",
+            ErrorCode::Unsupported => "unsupported",
         }
     }
 }

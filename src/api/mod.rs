@@ -5,6 +5,7 @@
 //! - `catalog`: the JSON read API under `/api/v1/plugins`;
 //! - `tuf`: the signed index's files under `/tuf/`;
 //! - `publishing`: publish, yank, re-sign, `/api/v1/publishers...` (publisher tokens);
+//! - `registry`: the OCI pull API under `/v2/` (its own error body);
 //! - `ops`: `/healthz`, `/readyz`;
 //! - `worker`: the sync worker's local API (its own application, its own state).
 //!
@@ -23,6 +24,7 @@ pub mod layers;
 pub mod ops;
 pub mod pages;
 pub mod publishing;
+pub mod registry;
 pub mod tuf;
 pub mod worker;
 
@@ -52,6 +54,8 @@ pub struct AppState {
     pub trust_forwarded_for: bool,
     /// The `/tuf/` files, served from memory.
     pub files: Arc<crate::trust::files::Files>,
+    /// Mirrored images for `/v2/`; without it the registry serves nothing.
+    pub registry: Option<crate::registry::Registry>,
 }
 
 impl AppState {
@@ -65,6 +69,7 @@ impl AppState {
             signer,
             auth_limits: Default::default(),
             trust_forwarded_for: false,
+            registry: None,
         }
     }
 }
@@ -77,6 +82,7 @@ pub fn app(state: AppState) -> Router {
         .merge(ops::router())
         .merge(tuf::router())
         .merge(publishing::router())
+        .merge(registry::router())
         .merge(pages::fallback());
     layers::with_layers(routes).with_state(state)
 }

@@ -82,6 +82,27 @@ impl ImageRef {
     }
 }
 
+impl ImageRef {
+    /// The registry host (`host[:port]`) and the repository path on it, as a client
+    /// resolves them: a reference without a host is Docker Hub's (`docker.io`), where a
+    /// one-component name lives under `library/`.
+    pub fn upstream(&self) -> (String, String) {
+        match self.repository.split_once('/') {
+            Some((first, rest)) if is_host(first) => (first.to_owned(), rest.to_owned()),
+            Some(_) => ("docker.io".to_owned(), self.repository.clone()),
+            None => (
+                "docker.io".to_owned(),
+                format!("library/{}", self.repository),
+            ),
+        }
+    }
+}
+
+/// A first component with a dot or port, or "localhost", names a registry host.
+fn is_host(component: &str) -> bool {
+    component.contains(['.', ':']) || component == "localhost"
+}
+
 /// OCI distribution's repository grammar, plus an optional registry host[:port].
 fn validate_repository(repo: &str) -> Result<(), ImageRefError> {
     if repo.is_empty() {
@@ -94,8 +115,7 @@ fn validate_repository(repo: &str) -> Result<(), ImageRefError> {
             repository: repo.to_owned(),
         });
     }
-    // A first component with a dot or port, or "localhost", names a registry host.
-    if parts.len() > 1 && (parts[0].contains(['.', ':']) || parts[0] == "localhost") {
+    if parts.len() > 1 && is_host(parts[0]) {
         let host = parts.remove(0);
         let (name, port) = host.split_once(':').unwrap_or((host, ""));
         let host_ok = !name.is_empty()
@@ -134,6 +154,25 @@ mod tests {
     use super::*;
 
     const D: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn the_upstream_is_resolved_as_a_client_does() {
+        let cases = [
+            ("ghcr.io/foo/bar", "ghcr.io", "foo/bar"),
+            ("127.0.0.1:5000/a/b/c", "127.0.0.1:5000", "a/b/c"),
+            ("localhost/x", "localhost", "x"),
+            ("nginx", "docker.io", "library/nginx"),
+            ("bitnami/redis", "docker.io", "bitnami/redis"),
+        ];
+        for (repo, host, path) in cases {
+            let image = ImageRef::parse(&format!("{repo}@{D}")).unwrap();
+            assert_eq!(
+                image.upstream(),
+                (host.to_owned(), path.to_owned()),
+                "{repo}"
+            );
+        }
+    }
 
     #[test]
     fn accepts_pinned_references() {

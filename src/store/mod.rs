@@ -4,6 +4,7 @@
 
 mod cache;
 mod changes;
+mod mirror;
 mod publishers;
 mod query;
 mod tuf;
@@ -21,6 +22,7 @@ use crate::definition::Definition;
 
 pub use cache::{CacheUsage, DEFAULT_BUDGET as DEFAULT_CACHE_BUDGET};
 pub use changes::{SETTLE as METADATA_STAMP_SETTLE, Stamp};
+pub use mirror::{Content, ContentKind, MirrorJob, MirrorStatus, Referrer, ServedManifest};
 pub use publishers::PublisherRecord;
 pub use query::{Page, PluginQuery, PluginSummary, Sort};
 pub use tuf::StoredMetadata;

@@ -237,9 +237,12 @@ async fn insert_version_in(
             existing,
         });
     }
+    // The image is enqueued for mirroring in the same transaction: a published version
+    // never lacks its mirror job, whichever process published it.
+    let image_id = super::mirror::enqueue_in(tx, &def.image, now).await?;
     sqlx::query(
-        "INSERT INTO plugin_versions (plugin_id, version, canonical, major, hash, definition, image, published_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO plugin_versions (plugin_id, version, canonical, major, hash, definition, image, published_at, image_id)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(plugin_id)
     .bind(def.version_text())
@@ -249,6 +252,7 @@ async fn insert_version_in(
     .bind(&def.bytes)
     .bind(def.image.to_string())
     .bind(now)
+    .bind(image_id)
     .execute(&mut **tx)
     .await?;
 

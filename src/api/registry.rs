@@ -1,0 +1,522 @@
+//! `/v2/`: the OCI Distribution pull API over mirrored images, read-only.
+//!
+//! - `GET|HEAD /v2/` — API version check;
+//! - `GET|HEAD /v2/NAME/manifests/REFERENCE` — by digest, or by a tag the image has
+//!   (cosign's `sha256-<hex>.sig`), with the bytes and media type as mirrored;
+//! - `GET|HEAD /v2/NAME/blobs/DIGEST` — streamed from the blob store, one `Range`;
+//! - `GET /v2/NAME/tags/list?n=&last=` and `GET /v2/NAME/referrers/DIGEST`.
+//!
+//! NAME is an upstream repository, in containerd's mirror form (`?ns=HOST`) or directly
+//! (`HOST/PATH`, a port as `_PORT`; see `registry::names`). Anything that writes is
+//! refused with the spec's `UNSUPPORTED`. Errors are the spec's
+//! `{"errors": [{"code", "message", "detail"}]}`.
+//!
+//! Layering: HTTP only; the registry domain decides what is served.
+
+use std::ops::Range;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{OriginalUri, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use serde::Deserialize;
+
+use super::AppState;
+use super::error::{ErrorCode, HttpError};
+use super::extract::client_has;
+use super::layers::{Limits, MAX_BODY_BYTES};
+use crate::registry::{Registry, RegistryError, Repo};
+
+/// Blob downloads stream after the handler returns, so the timeout bounds finding the
+/// content, not sending a multi-gigabyte layer to a slow client.
+pub const LIMITS: Limits = Limits {
+    body_bytes: MAX_BODY_BYTES,
+    timeout: Duration::from_secs(60),
+};
+
+const API_VERSION: (&str, &str) = ("docker-distribution-api-version", "registry/2.0");
+/// The most tags one listing returns.
+const MAX_TAGS: i64 = 1000;
+
+pub fn router() -> axum::Router<AppState> {
+    let routes = axum::Router::new()
+        .route("/v2", get(base))
+        .route("/v2/", get(base))
+        .route("/v2/{*rest}", any(dispatch));
+    LIMITS.apply(routes, render)
+}
+
+/// Draws an error as the distribution spec's body.
+pub fn render(e: HttpError) -> Response {
+    let body = serde_json::json!({
+        "errors": [{
+            "code": oci_code(e.code),
+            "message": e.message,
+            "detail": e.details.unwrap_or_else(|| serde_json::json!({})),
+        }]
+    });
+    let mut response = (e.status, axum::Json(body)).into_response();
+    response
+        .headers_mut()
+        .insert(API_VERSION.0, HeaderValue::from_static(API_VERSION.1));
+    if let Some(secs) = e.retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, secs.into());
+    }
+    response
+}
+
+/// The spec's code for each of ours; codes the spec does not list keep their name in
+/// its style.
+fn oci_code(code: ErrorCode) -> String {
+    match code {
+        ErrorCode::Unauthorized => "UNAUTHORIZED".into(),
+        ErrorCode::Forbidden => "DENIED".into(),
+        ErrorCode::RateLimited => "TOOMANYREQUESTS".into(),
+        ErrorCode::PayloadTooLarge => "SIZE_INVALID".into(),
+        ErrorCode::NotFound => "NAME_UNKNOWN".into(),
+        other => other.as_str().to_ascii_uppercase(),
+    }
+}
+
+impl From<RegistryError> for HttpError {
+    fn from(e: RegistryError) -> Self {
+        let message = e.to_string();
+        let status = |s, c| HttpError::new(s, c, message.clone());
+        match e {
+            RegistryError::NameInvalid { .. } => {
+                status(StatusCode::BAD_REQUEST, ErrorCode::NameInvalid)
+            }
+            RegistryError::NameUnknown(_) => status(StatusCode::NOT_FOUND, ErrorCode::NameUnknown),
+            RegistryError::ManifestUnknown { .. } => {
+                status(StatusCode::NOT_FOUND, ErrorCode::ManifestUnknown)
+            }
+            RegistryError::BlobUnknown { .. } => {
+                status(StatusCode::NOT_FOUND, ErrorCode::BlobUnknown)
+            }
+            RegistryError::ReferenceInvalid(_) => {
+                status(StatusCode::BAD_REQUEST, ErrorCode::ManifestInvalid)
+            }
+            RegistryError::DigestInvalid(_) => {
+                status(StatusCode::BAD_REQUEST, ErrorCode::DigestInvalid)
+            }
+            RegistryError::Blob(e) => HttpError::internal("registry blob store failure", &e),
+            RegistryError::Store(e) => e.into(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Query {
+    /// containerd's upstream host.
+    ns: Option<String>,
+    n: Option<String>,
+    last: Option<String>,
+    #[serde(rename = "artifactType")]
+    artifact_type: Option<String>,
+}
+
+async fn base() -> Response {
+    ([API_VERSION], axum::Json(serde_json::json!({}))).into_response()
+}
+
+/// What a `/v2/NAME/...` path asks for.
+enum Route<'a> {
+    Manifest(&'a str),
+    Blob(&'a str),
+    Tags,
+    Referrers(&'a str),
+}
+
+fn route(rest: &str) -> Option<(&str, Route<'_>)> {
+    if let Some(name) = rest.strip_suffix("/tags/list") {
+        return Some((name, Route::Tags));
+    }
+    let (head, reference) = rest.rsplit_once('/')?;
+    let (name, kind) = head.rsplit_once('/')?;
+    let route = match kind {
+        "manifests" => Route::Manifest(reference),
+        "blobs" => Route::Blob(reference),
+        "referrers" => Route::Referrers(reference),
+        _ => return None,
+    };
+    Some((name, route))
+}
+
+fn unsupported(what: &str) -> HttpError {
+    HttpError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        ErrorCode::Unsupported,
+        format!("{what}: this registry is a read-only mirror of published plugin images"),
+    )
+}
+
+async fn dispatch(
+    State(state): State<AppState>,
+    method: Method,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+) -> Response {
+    match answer(&state, &method, &uri, &headers).await {
+        Ok(response) => response,
+        Err(e) => {
+            let mut response = render(e);
+            if method == Method::HEAD {
+                *response.body_mut() = Body::empty();
+            }
+            response
+        }
+    }
+}
+
+async fn answer(
+    state: &AppState,
+    method: &Method,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+) -> Result<Response, HttpError> {
+    let rest = uri.path().strip_prefix("/v2/").unwrap_or_default();
+    if rest.contains("/blobs/uploads") {
+        return Err(unsupported("pushing blobs"));
+    }
+    let (name, route) = route(rest).ok_or_else(|| {
+        HttpError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NameUnknown,
+            "no such registry route; see the OCI distribution spec's pull endpoints",
+        )
+    })?;
+    let head = match *method {
+        Method::GET => false,
+        Method::HEAD => true,
+        _ if matches!(route, Route::Manifest(_)) => {
+            return Err(unsupported("pushing or deleting manifests"));
+        }
+        _ => return Err(unsupported(&format!("{method} requests"))),
+    };
+    let query: Query = serde_urlencoded::from_str(uri.query().unwrap_or(""))
+        .map_err(|e| HttpError::bad_parameter(format!("query string: {e}")))?;
+    let registry = state.registry.as_ref().ok_or_else(|| {
+        HttpError::new(
+            StatusCode::NOT_FOUND,
+            ErrorCode::NameUnknown,
+            "this server mirrors no images",
+        )
+    })?;
+    let repo = Repo::resolve(name, query.ns.as_deref())?;
+    match route {
+        Route::Manifest(reference) => manifest(registry, &repo, reference, head, headers).await,
+        Route::Blob(digest) => blob(registry, &repo, digest, head, headers).await,
+        Route::Tags => tags(registry, &repo, &query).await,
+        Route::Referrers(digest) => referrers(registry, &repo, digest, &query).await,
+    }
+}
+
+fn etag_of(digest: &str) -> HeaderValue {
+    HeaderValue::from_str(&format!("\"{digest}\"")).expect("a digest is a valid header value")
+}
+
+fn content_headers(digest: &str, media_type: &str) -> [(header::HeaderName, HeaderValue); 5] {
+    [
+        (
+            header::HeaderName::from_static("docker-content-digest"),
+            HeaderValue::from_str(digest).expect("a digest is a valid header value"),
+        ),
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_str(media_type)
+                .unwrap_or(HeaderValue::from_static("application/octet-stream")),
+        ),
+        (header::ETAG, etag_of(digest)),
+        (
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=31536000, immutable"),
+        ),
+        (
+            header::HeaderName::from_static(API_VERSION.0),
+            HeaderValue::from_static(API_VERSION.1),
+        ),
+    ]
+}
+
+async fn manifest(
+    registry: &Registry,
+    repo: &Repo,
+    reference: &str,
+    head: bool,
+    headers: &HeaderMap,
+) -> Result<Response, HttpError> {
+    let found = registry.manifest(repo, reference, head).await?;
+    let digest = found.digest.as_str();
+    if client_has(headers, &format!("\"{digest}\"")) {
+        return Ok((
+            StatusCode::NOT_MODIFIED,
+            content_headers(digest, &found.media_type),
+        )
+            .into_response());
+    }
+    let mut response = (
+        content_headers(digest, &found.media_type),
+        match found.bytes {
+            Some(bytes) => Body::from(bytes),
+            None => Body::empty(),
+        },
+    )
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::CONTENT_LENGTH, found.size.into());
+    Ok(response)
+}
+
+async fn blob(
+    registry: &Registry,
+    repo: &Repo,
+    digest: &str,
+    head: bool,
+    headers: &HeaderMap,
+) -> Result<Response, HttpError> {
+    let (digest, size) = registry.blob_size(repo, digest).await?;
+    let mut common = content_headers(digest.as_str(), "application/octet-stream").to_vec();
+    common.push((header::ACCEPT_RANGES, HeaderValue::from_static("bytes")));
+    if client_has(headers, &format!("\"{digest}\"")) {
+        return Ok((
+            StatusCode::NOT_MODIFIED,
+            axum::response::AppendHeaders(common),
+        )
+            .into_response());
+    }
+    let range = match headers.get(header::RANGE).and_then(|v| v.to_str().ok()) {
+        None => None,
+        Some(spec) => match parse_range(spec, size) {
+            Ranged::Whole => None,
+            Ranged::Part(r) => Some(r),
+            Ranged::Unsatisfiable => {
+                let mut response = render(HttpError::new(
+                    StatusCode::RANGE_NOT_SATISFIABLE,
+                    ErrorCode::RangeNotSatisfiable,
+                    format!(
+                        "range `{}` is outside the blob's {size} bytes",
+                        spec.chars().take(80).collect::<String>()
+                    ),
+                ));
+                response.headers_mut().insert(
+                    header::CONTENT_RANGE,
+                    HeaderValue::from_str(&format!("bytes */{size}")).expect("a valid header"),
+                );
+                return Ok(response);
+            }
+        },
+    };
+    let (status, length) = match &range {
+        Some(r) => (StatusCode::PARTIAL_CONTENT, r.end - r.start),
+        None => (StatusCode::OK, size),
+    };
+    let body = if head {
+        Body::empty()
+    } else {
+        Body::from_stream(registry.open_blob(&digest, range.clone()).await?.body)
+    };
+    let mut response = (status, axum::response::AppendHeaders(common), body).into_response();
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_LENGTH, length.into());
+    if let Some(r) = range {
+        h.insert(
+            header::CONTENT_RANGE,
+            HeaderValue::from_str(&format!("bytes {}-{}/{size}", r.start, r.end - 1))
+                .expect("a valid header"),
+        );
+    }
+    Ok(response)
+}
+
+enum Ranged {
+    Whole,
+    Part(Range<u64>),
+    Unsatisfiable,
+}
+
+/// One `bytes=` range (`a-b`, `a-`, `-n`) against `size`; several ranges, other units
+/// or a malformed header are answered with the whole blob, as RFC 9110 allows.
+fn parse_range(spec: &str, size: u64) -> Ranged {
+    let Some(set) = spec.trim().strip_prefix("bytes=") else {
+        return Ranged::Whole;
+    };
+    if set.contains(',') {
+        return Ranged::Whole;
+    }
+    let Some((first, last)) = set.trim().split_once('-') else {
+        return Ranged::Whole;
+    };
+    let number = |s: &str| s.trim().parse::<u64>().ok();
+    let (start, end) = match (first.trim().is_empty(), last.trim().is_empty()) {
+        (true, true) => return Ranged::Whole,
+        // The last n bytes.
+        (true, false) => {
+            let Some(n) = number(last) else {
+                return Ranged::Whole;
+            };
+            if n == 0 {
+                return Ranged::Unsatisfiable;
+            }
+            (size.saturating_sub(n), size)
+        }
+        (false, true) => {
+            let Some(a) = number(first) else {
+                return Ranged::Whole;
+            };
+            (a, size)
+        }
+        (false, false) => {
+            let (Some(a), Some(b)) = (number(first), number(last)) else {
+                return Ranged::Whole;
+            };
+            if b < a {
+                return Ranged::Whole;
+            }
+            (a, b.saturating_add(1).min(size))
+        }
+    };
+    if start >= size {
+        return Ranged::Unsatisfiable;
+    }
+    Ranged::Part(start..end)
+}
+
+async fn tags(registry: &Registry, repo: &Repo, query: &Query) -> Result<Response, HttpError> {
+    let n = match &query.n {
+        None => MAX_TAGS,
+        Some(n) => n
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (0..=MAX_TAGS).contains(n))
+            .ok_or_else(|| {
+                HttpError::bad_parameter(format!("n must be a whole number from 0 to {MAX_TAGS}"))
+            })?,
+    };
+    // One more than asked tells whether a next page exists.
+    let mut tags = registry.tags(repo, query.last.as_deref(), n + 1).await?;
+    let more = tags.len() as i64 > n;
+    tags.truncate(n as usize);
+    let mut response = (
+        [API_VERSION],
+        axum::Json(serde_json::json!({ "name": repo.name, "tags": tags })),
+    )
+        .into_response();
+    if let (true, Some(last)) = (more, tags.last()) {
+        let mut next = format!("/v2/{}/tags/list?n={n}&last={last}", repo.name);
+        if let Some(ns) = &query.ns {
+            next.push_str(&format!("&ns={ns}"));
+        }
+        if let Ok(v) = HeaderValue::from_str(&format!("<{next}>; rel=\"next\"")) {
+            response.headers_mut().insert(header::LINK, v);
+        }
+    }
+    Ok(response)
+}
+
+async fn referrers(
+    registry: &Registry,
+    repo: &Repo,
+    digest: &str,
+    query: &Query,
+) -> Result<Response, HttpError> {
+    let found = registry
+        .referrers(repo, digest, query.artifact_type.as_deref())
+        .await?;
+    let manifests: Vec<serde_json::Value> = found
+        .iter()
+        .map(|r| {
+            let mut d = serde_json::json!({
+                "mediaType": r.media_type,
+                "digest": r.digest,
+                "size": r.size,
+            });
+            if let Some(t) = &r.artifact_type {
+                d["artifactType"] = t.clone().into();
+            }
+            if let Some(a) = r
+                .annotations
+                .as_deref()
+                .and_then(|a| serde_json::from_str::<serde_json::Value>(a).ok())
+            {
+                d["annotations"] = a;
+            }
+            d
+        })
+        .collect();
+    let index = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": crate::registry::manifest::OCI_INDEX,
+        "manifests": manifests,
+    });
+    let mut response = (
+        [
+            (
+                header::CONTENT_TYPE.as_str(),
+                crate::registry::manifest::OCI_INDEX,
+            ),
+            API_VERSION,
+        ],
+        serde_json::to_vec(&index).expect("JSON serializes"),
+    )
+        .into_response();
+    if query.artifact_type.is_some() {
+        response.headers_mut().insert(
+            "oci-filters-applied",
+            HeaderValue::from_static("artifactType"),
+        );
+    }
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_follow_rfc_9110() {
+        let part = |spec: &str| match parse_range(spec, 100) {
+            Ranged::Part(r) => Some(r),
+            Ranged::Whole => None,
+            Ranged::Unsatisfiable => Some(0..0),
+        };
+        assert_eq!(part("bytes=0-9"), Some(0..10));
+        assert_eq!(part("bytes=90-"), Some(90..100));
+        assert_eq!(part("bytes=-5"), Some(95..100));
+        assert_eq!(part("bytes=-500"), Some(0..100));
+        assert_eq!(part("bytes=50-1000"), Some(50..100));
+        assert_eq!(part("bytes=100-"), Some(0..0), "unsatisfiable");
+        assert_eq!(part("bytes=-0"), Some(0..0), "unsatisfiable");
+        for whole in [
+            "items=0-1",
+            "bytes=0-1,5-6",
+            "bytes=x-",
+            "bytes=9-3",
+            "bytes=-",
+            "junk",
+        ] {
+            assert_eq!(part(whole), None, "{whole}");
+        }
+    }
+
+    #[test]
+    fn paths_name_a_repository_and_what_is_asked() {
+        let name = |rest: &str| route(rest).map(|(n, _)| n.to_owned());
+        assert_eq!(
+            name("ghcr.io/a/b/manifests/v1").as_deref(),
+            Some("ghcr.io/a/b")
+        );
+        assert_eq!(name("a/b/blobs/sha256:x").as_deref(), Some("a/b"));
+        assert_eq!(
+            name("a/manifests/b/tags/list").as_deref(),
+            Some("a/manifests/b")
+        );
+        assert_eq!(name("a/b/referrers/sha256:x").as_deref(), Some("a/b"));
+        assert_eq!(name("a/b/other/x"), None);
+        assert_eq!(name("manifests"), None);
+    }
+}

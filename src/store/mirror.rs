@@ -1,0 +1,496 @@
+//! Mirrored images: one row per image a published definition pins, which is also its
+//! mirror job (status, attempts, next attempt, a lease while a worker holds it), and
+//! the manifests, blobs and tags a mirrored image serves. The bytes live in the blob
+//! store; this is what they are and who may be served them.
+
+use std::collections::HashSet;
+
+use sqlx::Row;
+
+use super::{Store, StoreError};
+use crate::definition::ImageRef;
+
+/// A mirror job as a worker claims it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorJob {
+    pub id: i64,
+    pub host: String,
+    pub repository: String,
+    pub digest: String,
+    /// Failed attempts since the last success.
+    pub attempts: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContentKind {
+    Manifest,
+    Blob,
+}
+
+impl ContentKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            ContentKind::Manifest => "manifest",
+            ContentKind::Blob => "blob",
+        }
+    }
+}
+
+/// One manifest or blob of a mirrored image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Content {
+    pub digest: String,
+    pub kind: ContentKind,
+    pub media_type: String,
+    pub size: u64,
+    /// For a referrer manifest: the digest it refers to.
+    pub subject: Option<String>,
+    pub artifact_type: Option<String>,
+    /// For a referrer manifest: its annotations as JSON.
+    pub annotations: Option<String>,
+}
+
+/// An image's mirror status, for the CLI, the API and pages.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MirrorStatus {
+    pub host: String,
+    pub repository: String,
+    pub digest: String,
+    /// `pending`, `mirroring`, `mirrored` or `failed`.
+    pub status: String,
+    pub attempts: i64,
+    /// For `failed`: when the next attempt is due (Unix seconds).
+    pub next_attempt_at: Option<i64>,
+    pub last_error: Option<String>,
+    /// Bytes of every manifest and blob, once mirrored.
+    pub size: Option<i64>,
+    pub updated_at: i64,
+}
+
+/// A manifest a repository serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedManifest {
+    pub media_type: String,
+    pub size: u64,
+}
+
+/// A manifest that refers to another (its `subject`), as the referrers API lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Referrer {
+    pub digest: String,
+    pub media_type: String,
+    pub size: u64,
+    pub artifact_type: Option<String>,
+    pub annotations: Option<String>,
+}
+
+const STATUS_COLUMNS: &str =
+    "host, repository, digest, status, attempts, next_attempt_at, last_error, size, updated_at";
+
+fn status_row(r: &sqlx::sqlite::SqliteRow) -> MirrorStatus {
+    let status: String = r.get("status");
+    let next: i64 = r.get("next_attempt_at");
+    MirrorStatus {
+        host: r.get("host"),
+        repository: r.get("repository"),
+        digest: r.get("digest"),
+        next_attempt_at: (status == "failed").then_some(next),
+        status,
+        attempts: r.get("attempts"),
+        last_error: r.get("last_error"),
+        size: r.get("size"),
+        updated_at: r.get("updated_at"),
+    }
+}
+
+/// Enqueues `image` for mirroring (once per host, repository and digest) and returns its
+/// row id; called in the transaction that publishes a version pinning it.
+pub(super) async fn enqueue_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    image: &ImageRef,
+    now: i64,
+) -> Result<i64, StoreError> {
+    let (host, repository) = image.upstream();
+    sqlx::query(
+        "INSERT INTO mirror_images (host, repository, digest, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT (host, repository, digest) DO NOTHING",
+    )
+    .bind(&host)
+    .bind(&repository)
+    .bind(&image.digest)
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM mirror_images WHERE host = ? AND repository = ? AND digest = ?",
+    )
+    .bind(&host)
+    .bind(&repository)
+    .bind(&image.digest)
+    .fetch_one(&mut **tx)
+    .await?)
+}
+
+impl Store {
+    /// Enqueues the images of versions stored before mirroring existed (or by a build
+    /// without it); returns how many versions were linked.
+    pub async fn enqueue_unlinked_images(&self, now: i64) -> Result<usize, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let rows: Vec<(i64, String)> =
+            sqlx::query_as("SELECT id, image FROM plugin_versions WHERE image_id IS NULL")
+                .fetch_all(&mut *tx)
+                .await?;
+        let mut linked = 0;
+        for (version, image) in rows {
+            // Every stored image was validated on the way in; one that no longer parses
+            // (a rule tightened since) is left unlinked rather than failing the start.
+            let Ok(image) = ImageRef::parse(&image) else {
+                tracing::warn!(version, image, "stored image reference no longer parses");
+                continue;
+            };
+            let id = enqueue_in(&mut tx, &image, now).await?;
+            sqlx::query("UPDATE plugin_versions SET image_id = ? WHERE id = ?")
+                .bind(id)
+                .bind(version)
+                .execute(&mut *tx)
+                .await?;
+            linked += 1;
+        }
+        tx.commit().await?;
+        Ok(linked)
+    }
+
+    /// Claims up to `limit` jobs that are due: pending, failed with their next attempt
+    /// reached, or mirroring under a lease that ran out (the worker died). Each claimed
+    /// job is leased until `lease_until`.
+    pub async fn claim_mirror_jobs(
+        &self,
+        now: i64,
+        lease_until: i64,
+        limit: i64,
+    ) -> Result<Vec<MirrorJob>, StoreError> {
+        let rows = sqlx::query(
+            "UPDATE mirror_images SET status = 'mirroring', leased_until = ?2, updated_at = ?1
+             WHERE id IN (SELECT id FROM mirror_images
+                          WHERE (status IN ('pending', 'failed') AND next_attempt_at <= ?1)
+                             OR (status = 'mirroring' AND leased_until < ?1)
+                          ORDER BY next_attempt_at, id LIMIT ?3)
+             RETURNING id, host, repository, digest, attempts",
+        )
+        .bind(now)
+        .bind(lease_until)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| MirrorJob {
+                id: r.get("id"),
+                host: r.get("host"),
+                repository: r.get("repository"),
+                digest: r.get("digest"),
+                attempts: r.get("attempts"),
+            })
+            .collect())
+    }
+
+    /// Extends a running job's lease; false if the job is no longer ours.
+    pub async fn renew_mirror_lease(&self, id: i64, until: i64) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE mirror_images SET leased_until = ? WHERE id = ? AND status = 'mirroring'",
+        )
+        .bind(until)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Records a finished mirror: what the image consists of and its tags replace what
+    /// was recorded before, and the image becomes servable, in one transaction.
+    pub async fn record_mirrored(
+        &self,
+        id: i64,
+        content: &[Content],
+        tags: &[(String, String)],
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM mirror_content WHERE image_id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM mirror_tags WHERE image_id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        let mut size = 0i64;
+        let mut seen = HashSet::new();
+        for c in content {
+            // One digest may appear twice (a layer shared by two platforms): once is enough.
+            if !seen.insert(c.digest.as_str()) {
+                continue;
+            }
+            size += i64::try_from(c.size).unwrap_or(i64::MAX);
+            sqlx::query(
+                "INSERT INTO mirror_content (image_id, digest, kind, media_type, size, subject, artifact_type, annotations)
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            )
+            .bind(id)
+            .bind(&c.digest)
+            .bind(c.kind.as_str())
+            .bind(&c.media_type)
+            .bind(i64::try_from(c.size).unwrap_or(i64::MAX))
+            .bind(&c.subject)
+            .bind(&c.artifact_type)
+            .bind(&c.annotations)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for (tag, digest) in tags {
+            sqlx::query("INSERT INTO mirror_tags (image_id, tag, digest) VALUES (?, ?, ?)")
+                .bind(id)
+                .bind(tag)
+                .bind(digest)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query(
+            "UPDATE mirror_images SET status = 'mirrored', attempts = 0, last_error = NULL,
+               size = ?, leased_until = 0, updated_at = ? WHERE id = ?",
+        )
+        .bind(size)
+        .bind(now)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Records a failed attempt; the job is due again at `next_attempt_at`.
+    pub async fn record_mirror_failure(
+        &self,
+        id: i64,
+        error: &str,
+        next_attempt_at: i64,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE mirror_images SET status = 'failed', attempts = attempts + 1, last_error = ?,
+               next_attempt_at = ?, leased_until = 0, updated_at = ? WHERE id = ?",
+        )
+        .bind(error)
+        .bind(next_attempt_at)
+        .bind(now)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Makes failed jobs due now (all of them, or those whose repository or digest
+    /// contains `filter`); returns how many.
+    pub async fn retry_mirrors(&self, filter: Option<&str>, now: i64) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE mirror_images SET next_attempt_at = 0, updated_at = ?1
+             WHERE status = 'failed'
+               AND (?2 IS NULL OR instr(host || '/' || repository || '@' || digest, ?2) > 0)",
+        )
+        .bind(now)
+        .bind(filter)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// Every mirrored image's status, by host, repository and digest.
+    pub async fn mirror_statuses(&self) -> Result<Vec<MirrorStatus>, StoreError> {
+        let sql =
+            format!("SELECT {STATUS_COLUMNS} FROM mirror_images ORDER BY host, repository, digest");
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows.iter().map(status_row).collect())
+    }
+
+    /// The mirror status of the image a published version pins.
+    pub async fn mirror_status_of_version(
+        &self,
+        publisher: &str,
+        name: &str,
+        canonical: &str,
+    ) -> Result<Option<MirrorStatus>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM mirror_images m
+             JOIN plugin_versions v ON v.image_id = m.id
+             JOIN plugins p ON p.id = v.plugin_id
+             JOIN publishers pub ON pub.id = p.publisher_id
+             WHERE pub.name = ? AND p.name = ? AND v.canonical = ?",
+            STATUS_COLUMNS
+                .split(", ")
+                .map(|c| format!("m.{c} AS {c}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(publisher)
+            .bind(name)
+            .bind(canonical)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.as_ref().map(status_row))
+    }
+
+    /// Counts of images per status, for metrics and status pages.
+    pub async fn mirror_counts(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT status, COUNT(*) FROM mirror_images GROUP BY status ORDER BY status",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Whether any mirrored image lives in `host`/`repository`.
+    pub async fn served_repository(
+        &self,
+        host: &str,
+        repository: &str,
+    ) -> Result<bool, StoreError> {
+        Ok(sqlx::query_scalar::<_, i64>(
+            "SELECT 1 FROM mirror_images WHERE host = ? AND repository = ? AND status = 'mirrored' LIMIT 1",
+        )
+        .bind(host)
+        .bind(repository)
+        .fetch_optional(&self.pool)
+        .await?
+        .is_some())
+    }
+
+    /// A manifest `host`/`repository` serves, by digest.
+    pub async fn served_manifest(
+        &self,
+        host: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<Option<ServedManifest>, StoreError> {
+        let row: Option<(String, i64)> = sqlx::query_as(
+            "SELECT c.media_type, c.size FROM mirror_content c
+             JOIN mirror_images m ON m.id = c.image_id
+             WHERE m.host = ? AND m.repository = ? AND m.status = 'mirrored'
+               AND c.digest = ? AND c.kind = 'manifest' LIMIT 1",
+        )
+        .bind(host)
+        .bind(repository)
+        .bind(digest)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|(media_type, size)| ServedManifest {
+            media_type,
+            size: size.max(0) as u64,
+        }))
+    }
+
+    /// A blob `host`/`repository` serves (manifests count as blobs too, as in any
+    /// registry), with its size.
+    pub async fn served_blob(
+        &self,
+        host: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<Option<u64>, StoreError> {
+        let size: Option<i64> = sqlx::query_scalar(
+            "SELECT c.size FROM mirror_content c
+             JOIN mirror_images m ON m.id = c.image_id
+             WHERE m.host = ? AND m.repository = ? AND m.status = 'mirrored' AND c.digest = ?
+             LIMIT 1",
+        )
+        .bind(host)
+        .bind(repository)
+        .bind(digest)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(size.map(|s| s.max(0) as u64))
+    }
+
+    /// The digest a tag of `host`/`repository` points at.
+    pub async fn served_tag(
+        &self,
+        host: &str,
+        repository: &str,
+        tag: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT t.digest FROM mirror_tags t JOIN mirror_images m ON m.id = t.image_id
+             WHERE m.host = ? AND m.repository = ? AND m.status = 'mirrored' AND t.tag = ?
+             LIMIT 1",
+        )
+        .bind(host)
+        .bind(repository)
+        .bind(tag)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    /// Every tag `host`/`repository` serves, sorted, after `last` and at most `limit`.
+    pub async fn served_tags(
+        &self,
+        host: &str,
+        repository: &str,
+        last: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT DISTINCT t.tag FROM mirror_tags t JOIN mirror_images m ON m.id = t.image_id
+             WHERE m.host = ?1 AND m.repository = ?2 AND m.status = 'mirrored'
+               AND (?3 IS NULL OR t.tag > ?3)
+             ORDER BY t.tag LIMIT ?4",
+        )
+        .bind(host)
+        .bind(repository)
+        .bind(last)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Manifests of `host`/`repository` whose subject is `digest`.
+    pub async fn referrers(
+        &self,
+        host: &str,
+        repository: &str,
+        digest: &str,
+    ) -> Result<Vec<Referrer>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT DISTINCT c.digest, c.media_type, c.size, c.artifact_type, c.annotations
+             FROM mirror_content c JOIN mirror_images m ON m.id = c.image_id
+             WHERE m.host = ? AND m.repository = ? AND m.status = 'mirrored'
+               AND c.kind = 'manifest' AND c.subject = ?
+             ORDER BY c.digest",
+        )
+        .bind(host)
+        .bind(repository)
+        .bind(digest)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Referrer {
+                digest: r.get("digest"),
+                media_type: r.get("media_type"),
+                size: r.get::<i64, _>("size").max(0) as u64,
+                artifact_type: r.get("artifact_type"),
+                annotations: r.get("annotations"),
+            })
+            .collect())
+    }
+
+    /// Every digest a mirrored (or mirroring) image records: what `mirror gc` keeps.
+    pub async fn referenced_digests(&self) -> Result<HashSet<String>, StoreError> {
+        let digests: Vec<String> = sqlx::query_scalar("SELECT DISTINCT digest FROM mirror_content")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(digests.into_iter().collect())
+    }
+}
