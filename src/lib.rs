@@ -12,6 +12,7 @@ pub mod cli;
 pub mod clock;
 mod db;
 pub mod definition;
+pub mod mirror;
 pub mod ratelimit;
 pub mod registry;
 pub mod server;

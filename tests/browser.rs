@@ -191,6 +191,9 @@ impl Server {
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data.path())
             .env("MARKETPLACE_LOG", "warn")
+            // The built-ins pin images on the internet: tests stay on loopback, so the
+            // mirror is off unless a test turns it on with its own upstreams.
+            .env("MARKETPLACE_MIRROR", "off")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use common::publishing::definition;
+use common::publishing::{definition, with_image};
 use common::{NOW, Reply, send};
 use marketplace::AppState;
 use marketplace::blob::{BlobStore, Digest, FsBlobStore, once};
@@ -81,19 +81,7 @@ fn image() -> Image {
 }
 
 fn pinning(image: &str) -> Definition {
-    let def = definition("gateway", "edge", "1.0.0");
-    let yaml = String::from_utf8(def.bytes.clone()).unwrap();
-    let yaml: String = yaml
-        .lines()
-        .map(|l| {
-            if l.trim_start().starts_with("image:") {
-                format!("  image: {image}\n")
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect();
-    Definition::parse(yaml.as_bytes()).expect("valid definition")
+    with_image(&definition("gateway", "edge", "1.0.0"), image)
 }
 
 fn content(bytes: &[u8], kind: ContentKind, media_type: &str) -> Content {
@@ -124,7 +112,10 @@ async fn scene(mirrored: bool) -> Scene {
     let img = image();
     let def = pinning(&format!("127.0.0.1:5000/acme/tool@{}", d(&img.index)));
     store.insert_version("acme", &def, NOW).await.unwrap();
-    let jobs = store.claim_mirror_jobs(NOW, NOW + 60, 10).await.unwrap();
+    let jobs = store
+        .claim_mirror_jobs(NOW, NOW + 60, 10, None)
+        .await
+        .unwrap();
     assert_eq!(jobs.len(), 1);
     assert_eq!(
         (jobs[0].host.as_str(), jobs[0].repository.as_str()),

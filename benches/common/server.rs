@@ -35,6 +35,8 @@ impl Server {
         cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .env_remove("MARKETPLACE_LOG")
+            // The built-ins pin images on the internet: benchmarks stay on loopback.
+            .env("MARKETPLACE_MIRROR", "off")
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
         if let Some(level) = log {

@@ -48,6 +48,21 @@ pub struct ServeArgs {
     /// recently used leave first. A 10,000-definition index takes about 25 MiB.
     #[arg(long, env = "MARKETPLACE_TUF_CACHE_MIB", default_value_t = crate::trust::files::DEFAULT_CACHE_BYTES >> 20)]
     tuf_cache_mib: usize,
+    /// Mirror every published definition's image into the data directory and serve it
+    /// under `/v2/`; `off` serves only what earlier runs mirrored.
+    #[arg(long, env = "MARKETPLACE_MIRROR", default_value = "on", value_parser = ["on", "off"])]
+    mirror: String,
+    /// Upstream registries: per host, plain HTTP or a CA bundle, and credentials; and
+    /// whether hosts not listed are mirrored (see the README).
+    #[arg(long, env = "MARKETPLACE_UPSTREAMS")]
+    upstreams: Option<PathBuf>,
+    /// Images mirrored at once.
+    #[arg(long, env = "MARKETPLACE_MIRROR_JOBS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    mirror_jobs: u16,
+    /// How long a mirror job stays claimed by a server that stopped renewing it (one
+    /// that died) before another takes it over.
+    #[arg(long, env = "MARKETPLACE_MIRROR_LEASE", default_value = "5m", value_parser = super::repo::parse_duration)]
+    mirror_lease: std::time::Duration,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -108,6 +123,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
 
+    let registry = open_registry(&args, &store).await?;
+
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
@@ -121,12 +138,65 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         store.clone(),
         args.tuf_cache_mib.saturating_mul(1 << 20),
     ));
+    state.registry = Some(registry.0);
+    let stop_mirror = std::sync::Arc::new(tokio::sync::Notify::new());
+    let mirror = registry.1.map(|m| {
+        let stop = stop_mirror.clone();
+        tokio::spawn(m.run(async move { stop.notified().await }))
+    });
     server::serve(listener, crate::app(state))
         .await
         .context("serving HTTP")?;
+    if let Some(task) = mirror {
+        // The mirror gives back the jobs it holds, so the next start resumes them at once.
+        stop_mirror.notify_one();
+        let _ = task.await;
+    }
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The blob store and registry under the data directory, and the mirror unless it is
+/// off. Images of versions stored before mirroring existed are enqueued first.
+async fn open_registry(
+    args: &ServeArgs,
+    store: &Store,
+) -> anyhow::Result<(
+    crate::registry::Registry,
+    Option<std::sync::Arc<crate::mirror::Mirror>>,
+)> {
+    let root = args.data_dir.join("blobs");
+    let blobs: std::sync::Arc<dyn crate::blob::BlobStore> = std::sync::Arc::new(
+        crate::blob::FsBlobStore::open(&root)
+            .with_context(|| format!("opening the blob store {}", root.display()))?,
+    );
+    let linked = store
+        .enqueue_unlinked_images(crate::clock::now())
+        .await
+        .context("enqueueing images of earlier versions")?;
+    if linked > 0 {
+        tracing::info!(
+            versions = linked,
+            "enqueued the images of earlier versions for mirroring"
+        );
+    }
+    let registry = crate::registry::Registry::new(store.clone(), blobs.clone());
+    if args.mirror == "off" {
+        tracing::info!("mirroring is off; /v2/ serves what was mirrored before");
+        return Ok((registry, None));
+    }
+    let upstreams = match &args.upstreams {
+        Some(path) => crate::mirror::Upstreams::load(path).context("reading --upstreams")?,
+        None => crate::mirror::Upstreams::default(),
+    };
+    let settings = crate::mirror::Settings {
+        jobs: usize::from(args.mirror_jobs),
+        lease: args.mirror_lease.max(std::time::Duration::from_secs(3)),
+        ..Default::default()
+    };
+    let mirror = crate::mirror::Mirror::new(store.clone(), blobs, upstreams, settings);
+    Ok((registry, Some(std::sync::Arc::new(mirror))))
 }
 
 /// The serving loop's background task: every [`REFRESH_EVERY`], re-signs the server's

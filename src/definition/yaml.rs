@@ -75,6 +75,24 @@ pub(crate) fn deserialize<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// A configuration file (the sync worker's `sync.yaml`, the server's upstreams): the
+/// definitions' parser settings and budgets, and one line naming the field, the line
+/// and the column for whoever wrote it; `what` names the file's kind.
+pub(crate) fn config<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T, String> {
+    deserialize::<T>(text).map_err(|failed| {
+        let (e, path) = *failed;
+        let mut message = message(&e, what);
+        // An unknown key is named in the message; its path would end in `?`.
+        if !path.is_empty() && path != "." && !path.ends_with('?') {
+            message = format!("{path}: {message}");
+        }
+        match e.location().filter(|l| l.line() > 0) {
+            Some(l) => format!("line {}, column {}: {message}", l.line(), l.column()),
+            None => message,
+        }
+    })
+}
+
 /// The error as one line for the author of the file; `what` names the file's kind
 /// ("a plugin definition").
 pub(crate) fn message(err: &Error, what: &str) -> String {

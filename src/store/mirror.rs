@@ -163,24 +163,28 @@ impl Store {
 
     /// Claims up to `limit` jobs that are due: pending, failed with their next attempt
     /// reached, or mirroring under a lease that ran out (the worker died). Each claimed
-    /// job is leased until `lease_until`.
+    /// job is leased until `lease_until`. With `hosts`, only jobs on those hosts.
     pub async fn claim_mirror_jobs(
         &self,
         now: i64,
         lease_until: i64,
         limit: i64,
+        hosts: Option<&[String]>,
     ) -> Result<Vec<MirrorJob>, StoreError> {
+        let hosts = hosts.map(|h| serde_json::to_string(h).expect("strings serialize"));
         let rows = sqlx::query(
             "UPDATE mirror_images SET status = 'mirroring', leased_until = ?2, updated_at = ?1
              WHERE id IN (SELECT id FROM mirror_images
-                          WHERE (status IN ('pending', 'failed') AND next_attempt_at <= ?1)
-                             OR (status = 'mirroring' AND leased_until < ?1)
+                          WHERE ((status IN ('pending', 'failed') AND next_attempt_at <= ?1)
+                                 OR (status = 'mirroring' AND leased_until < ?1))
+                            AND (?4 IS NULL OR host IN (SELECT value FROM json_each(?4)))
                           ORDER BY next_attempt_at, id LIMIT ?3)
              RETURNING id, host, repository, digest, attempts",
         )
         .bind(now)
         .bind(lease_until)
         .bind(limit)
+        .bind(hosts)
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
@@ -205,6 +209,20 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    /// Gives jobs back unfinished (a server shutting down): due again at once, for
+    /// whichever server looks next.
+    pub async fn release_mirror_jobs(&self, ids: &[i64], now: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE mirror_images SET status = 'pending', leased_until = 0, updated_at = ?1
+             WHERE status = 'mirroring' AND id IN (SELECT value FROM json_each(?2))",
+        )
+        .bind(now)
+        .bind(serde_json::to_string(ids).expect("ids serialize"))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     /// Records a finished mirror: what the image consists of and its tags replace what

@@ -168,18 +168,7 @@ impl Config {
 /// The same parser settings and budgets as definitions (the file is at most 1 MiB too),
 /// and the same wording of errors: never the parser's developer-facing text.
 fn parse_yaml(text: &str) -> Result<RawConfig, String> {
-    yaml::deserialize::<RawConfig>(text).map_err(|failed| {
-        let (e, path) = *failed;
-        let mut message = yaml::message(&e, "a sync config");
-        // An unknown key is named in the message; its path would end in `?`.
-        if !path.is_empty() && path != "." && !path.ends_with('?') {
-            message = format!("{path}: {message}");
-        }
-        match e.location().filter(|l| l.line() > 0) {
-            Some(l) => format!("line {}, column {}: {message}", l.line(), l.column()),
-            None => message,
-        }
-    })
+    yaml::config(text, "a sync config")
 }
 
 /// `90s`, `5m`, `1h`: a number and a unit.

@@ -15,6 +15,7 @@ use marketplace::{AppState, app};
 use tower::ServiceExt;
 
 pub mod mirror;
+pub mod oci;
 pub mod publishing;
 pub mod tough;
 pub mod worker;
@@ -123,6 +124,9 @@ impl Server {
             .arg(data_dir)
             .args(args)
             .env("MARKETPLACE_LOG", "warn")
+            // The built-ins pin images on the internet: tests stay on loopback, so the
+            // mirror is off unless a test turns it on with its own upstreams.
+            .env("MARKETPLACE_MIRROR", "off")
             .stdout(Stdio::piped())
             .spawn()
             .expect("binary starts");

@@ -102,6 +102,22 @@ pub fn add_publisher(data: &Path, name: &str, keys: &[&SigningKey], threshold: u
 }
 
 /// A built-in definition renamed and re-versioned: new bytes for `acme` to publish.
+/// `def` pinning `image` (`repo@sha256:...`) instead of its own.
+pub fn with_image(def: &Definition, image: &str) -> Definition {
+    let yaml = String::from_utf8(def.bytes.clone()).unwrap();
+    let yaml: String = yaml
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("image:") {
+                format!("  image: {image}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    Definition::parse(yaml.as_bytes()).expect("valid definition")
+}
+
 pub fn definition(from: &str, name: &str, version: &str) -> Definition {
     let yaml = builtin_yaml(from);
     let mut out = String::new();

@@ -1,0 +1,287 @@
+//! The image mirror: a background task of `serve` that works through the mirror jobs a
+//! publish enqueues (one per pinned image, kept in the database, so they survive
+//! restarts), pulls each image from its upstream with `oci-client` into the blob store
+//! and records what it consists of, after which `/v2/` serves it.
+//!
+//! A job is leased while it runs and the lease renewed; a worker that dies (SIGKILL,
+//! power loss) leaves a lease that runs out, and the next worker takes the job again.
+//! Blobs already stored are not fetched again, so a retried job resumes where the last
+//! one stopped, blob by blob. A failed job waits (30 s doubling up to an hour, with
+//! jitter) before the next attempt; `marketplace mirror retry` makes it due at once.
+//!
+//! Layering: calls `store`, `blob`, `registry` (the manifest model); knows nothing of
+//! HTTP serving.
+
+mod pull;
+pub mod upstreams;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use oci_client::secrets::RegistryAuth;
+
+use crate::blob::{BlobError, BlobStore};
+use crate::registry::ManifestError;
+use crate::store::{MirrorJob, Store, StoreError};
+pub use upstreams::{OtherHosts, Upstream, Upstreams, UpstreamsError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum MirrorError {
+    #[error("{what}: not found upstream")]
+    NotFound { what: String },
+    #[error("{what}: {message}")]
+    Upstream { what: String, message: String },
+    #[error("{what}: {error}")]
+    Manifest { what: String, error: ManifestError },
+    #[error("{what}: {error}")]
+    Blob { what: String, error: BlobError },
+    #[error("{what}: {detail}")]
+    Invalid { what: String, detail: String },
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// How hard the mirror works.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Images mirrored at once.
+    pub jobs: usize,
+    /// Blob downloads in flight per image.
+    pub parallel_blobs: usize,
+    /// How long a claimed job is ours without renewal.
+    pub lease: Duration,
+    /// How often the queue is looked at when idle.
+    pub poll: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            jobs: 2,
+            parallel_blobs: 4,
+            lease: Duration::from_secs(300),
+            poll: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What one pass over the due jobs did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Pass {
+    pub mirrored: usize,
+    pub failed: usize,
+}
+
+pub struct Mirror {
+    store: Store,
+    blobs: Arc<dyn BlobStore>,
+    upstreams: Upstreams,
+    settings: Settings,
+    /// One client per upstream host: it keeps that host's connections and tokens.
+    clients: Mutex<HashMap<String, oci_client::Client>>,
+    /// Jobs claimed and not yet finished, given back on shutdown.
+    held: Mutex<std::collections::HashSet<i64>>,
+}
+
+impl Mirror {
+    pub fn new(
+        store: Store,
+        blobs: Arc<dyn BlobStore>,
+        upstreams: Upstreams,
+        settings: Settings,
+    ) -> Mirror {
+        Mirror {
+            store,
+            blobs,
+            upstreams,
+            settings,
+            clients: Mutex::new(HashMap::new()),
+            held: Mutex::new(Default::default()),
+        }
+    }
+
+    /// Runs until `shutdown` resolves: passes over the due jobs, and a pause when there
+    /// were none. Jobs in progress at shutdown are given back, due at once.
+    pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
+        self.work(shutdown).await;
+        let held: Vec<i64> = self.held.lock().expect("lock").drain().collect();
+        if !held.is_empty() {
+            match self
+                .store
+                .release_mirror_jobs(&held, crate::clock::now())
+                .await
+            {
+                Ok(()) => tracing::info!(jobs = held.len(), "unfinished mirror jobs given back"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "unfinished mirror jobs keep their lease until it runs out")
+                }
+            }
+        }
+    }
+
+    async fn work(&self, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            let worked = tokio::select! {
+                pass = self.pass() => match pass {
+                    Ok(p) => p.mirrored + p.failed > 0,
+                    Err(e) => {
+                        tracing::error!(error = %e, "mirror queue unavailable");
+                        false
+                    }
+                },
+                () = &mut shutdown => return,
+            };
+            if !worked {
+                tokio::select! {
+                    () = tokio::time::sleep(self.settings.poll) => {},
+                    () = &mut shutdown => return,
+                }
+            }
+        }
+    }
+
+    /// Claims the due jobs (up to `Settings::jobs`) and runs them to their end.
+    pub async fn pass(&self) -> Result<Pass, StoreError> {
+        let now = crate::clock::now();
+        let lease = self.settings.lease.as_secs() as i64;
+        let jobs = self
+            .store
+            .claim_mirror_jobs(
+                now,
+                now + lease,
+                self.settings.jobs as i64,
+                self.upstreams.allowed_hosts().as_deref(),
+            )
+            .await?;
+        self.held
+            .lock()
+            .expect("lock")
+            .extend(jobs.iter().map(|j| j.id));
+        let outcomes = futures_util::future::join_all(jobs.iter().map(|j| async move {
+            let outcome = self.job(j).await;
+            self.held.lock().expect("lock").remove(&j.id);
+            outcome
+        }))
+        .await;
+        let mut pass = Pass::default();
+        for outcome in outcomes {
+            match outcome? {
+                true => pass.mirrored += 1,
+                false => pass.failed += 1,
+            }
+        }
+        Ok(pass)
+    }
+
+    /// One job: pulled and recorded, or its failure recorded with the next attempt.
+    /// True when mirrored.
+    async fn job(&self, job: &MirrorJob) -> Result<bool, StoreError> {
+        let started = std::time::Instant::now();
+        let image = format!("{}/{}@{}", job.host, job.repository, job.digest);
+        tracing::info!(%image, attempt = job.attempts + 1, "mirroring");
+        let work = self.pull(job);
+        let renew = async {
+            let every = self.settings.lease / 3;
+            loop {
+                tokio::time::sleep(every).await;
+                let until = crate::clock::now() + self.settings.lease.as_secs() as i64;
+                if let Err(e) = self.store.renew_mirror_lease(job.id, until).await {
+                    tracing::warn!(%image, error = %e, "could not renew the mirror lease");
+                }
+            }
+        };
+        let result = tokio::select! {
+            r = work => r,
+            () = renew => unreachable!("renewal never ends"),
+        };
+        let now = crate::clock::now();
+        match result {
+            Ok(pulled) => {
+                self.store
+                    .record_mirrored(job.id, &pulled.content, &pulled.tags, now)
+                    .await?;
+                let bytes: u64 = pulled.content.iter().map(|c| c.size).sum();
+                tracing::info!(
+                    %image,
+                    pieces = pulled.content.len(),
+                    bytes,
+                    seconds = started.elapsed().as_secs_f64(),
+                    "mirrored"
+                );
+                Ok(true)
+            }
+            Err(MirrorError::Store(e)) => Err(e),
+            Err(e) => {
+                let next = now + backoff(job.attempts);
+                tracing::warn!(%image, error = %e, next_attempt_in = next - now, "mirror failed");
+                self.store
+                    .record_mirror_failure(job.id, &e.to_string(), next, now)
+                    .await?;
+                Ok(false)
+            }
+        }
+    }
+
+    async fn pull(&self, job: &MirrorJob) -> Result<pull::Pulled, MirrorError> {
+        let upstream = self
+            .upstreams
+            .get(&job.host)
+            .cloned()
+            .unwrap_or_else(|| Upstream::default_for(&job.host));
+        let client = self.client(&upstream)?;
+        let auth: RegistryAuth = upstream.auth();
+        pull::Puller {
+            client: &client,
+            auth: &auth,
+            blobs: &*self.blobs,
+            job,
+            parallel: self.settings.parallel_blobs,
+        }
+        .pull()
+        .await
+    }
+
+    fn client(&self, upstream: &Upstream) -> Result<oci_client::Client, MirrorError> {
+        let mut clients = self
+            .clients
+            .lock()
+            .expect("the client cache lock is never poisoned");
+        if let Some(c) = clients.get(&upstream.host) {
+            return Ok(c.clone());
+        }
+        let client = upstream.client().map_err(|message| MirrorError::Upstream {
+            what: upstream.host.clone(),
+            message: format!("cannot configure a client: {message}"),
+        })?;
+        clients.insert(upstream.host.clone(), client.clone());
+        Ok(client)
+    }
+}
+
+/// Seconds until the next attempt after `attempts` earlier failures: 30 s doubling up
+/// to an hour, with ±20% jitter so many failed jobs do not return all at once.
+fn backoff(attempts: i64) -> i64 {
+    let base = 30i64.saturating_mul(1 << attempts.clamp(0, 7)).min(3600);
+    let jitter = (base / 5).max(1);
+    let r = u64::from_str_radix(&crate::token::random_hex(4), 16).unwrap_or(0) as i64;
+    base - jitter + r % (2 * jitter + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::backoff;
+
+    #[test]
+    fn backoff_doubles_to_an_hour_with_jitter() {
+        for _ in 0..50 {
+            let first = backoff(0);
+            assert!((24..=36).contains(&first), "{first}");
+            let third = backoff(2);
+            assert!((96..=144).contains(&third), "{third}");
+            let late = backoff(30);
+            assert!((2880..=4320).contains(&late), "{late}");
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! The server's configuration of upstream registries (`serve --upstreams FILE`): per
+//! host, plain HTTP or a CA bundle, and basic-auth credentials read from a file.
+//! Secrets never reach a log line or an error message: [`Upstream`]'s `Debug` omits
+//! them.
+//!
+//! ```yaml
+//! otherHosts: pull          # or skip: mirror only the hosts listed below
+//! upstreams:
+//!   - host: registry.internal:5000
+//!     caFile: /etc/marketplace/registry-ca.pem
+//!     username: mirror
+//!     passwordFile: /run/secrets/registry-password
+//!   - host: 127.0.0.1:5000
+//!     insecure: true        # plain HTTP: only for a registry on a trusted network
+//! ```
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::secrets::RegistryAuth;
+use serde::Deserialize;
+
+/// The largest configuration file read.
+const MAX_CONFIG_BYTES: u64 = 256 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamsError {
+    #[error("{path}: {error}")]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    other_hosts: OtherHosts,
+    #[serde(default)]
+    upstreams: Vec<Entry>,
+}
+
+/// What happens to images on hosts the file does not list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum OtherHosts {
+    /// Pulled anonymously over HTTPS with the system's trust roots.
+    #[default]
+    Pull,
+    /// Not mirrored: their jobs stay pending (an air-gapped site that brings images in
+    /// another way, or an operator who allows only some registries).
+    Skip,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Entry {
+    host: String,
+    #[serde(default)]
+    insecure: bool,
+    ca_file: Option<PathBuf>,
+    username: Option<String>,
+    password_file: Option<PathBuf>,
+}
+
+/// One configured upstream registry.
+#[derive(Clone)]
+pub struct Upstream {
+    pub host: String,
+    pub insecure: bool,
+    ca: Option<Vec<u8>>,
+    auth: Option<(String, String)>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("host", &self.host)
+            .field("insecure", &self.insecure)
+            .field("ca", &self.ca.is_some())
+            .field("username", &self.auth.as_ref().map(|(u, _)| u))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every configured upstream, and the rule for the others.
+#[derive(Debug, Clone, Default)]
+pub struct Upstreams {
+    pub other_hosts: OtherHosts,
+    by_host: HashMap<String, Upstream>,
+}
+
+impl Upstreams {
+    /// Reads `path`; relative `caFile` and `passwordFile` paths are relative to it.
+    pub fn load(path: &Path) -> Result<Upstreams, UpstreamsError> {
+        let read = |p: &Path, max: u64| -> Result<Vec<u8>, UpstreamsError> {
+            let meta = std::fs::metadata(p).map_err(|error| UpstreamsError::Read {
+                path: p.to_owned(),
+                error,
+            })?;
+            if meta.len() > max {
+                return Err(UpstreamsError::Invalid {
+                    path: p.to_owned(),
+                    message: format!("larger than {max} bytes"),
+                });
+            }
+            std::fs::read(p).map_err(|error| UpstreamsError::Read {
+                path: p.to_owned(),
+                error,
+            })
+        };
+        let invalid = |message: String| UpstreamsError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let bytes = read(path, MAX_CONFIG_BYTES)?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| invalid(format!("not UTF-8: {e}")))?;
+        let file: File =
+            crate::definition::yaml::config(text, "an upstreams file").map_err(invalid)?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let mut by_host = HashMap::new();
+        for (i, e) in file.upstreams.into_iter().enumerate() {
+            let at = |m: &str| invalid(format!("upstreams[{i}] ({}): {m}", e.host));
+            if !is_host(&e.host) {
+                return Err(at("host must be host or host:port"));
+            }
+            let ca = match &e.ca_file {
+                None => None,
+                Some(f) => {
+                    let pem_bytes = read(&base.join(f), MAX_CONFIG_BYTES)?;
+                    // oci-client accepts a bundle with no certificate silently: check here.
+                    let certs = pem::parse_many(&pem_bytes)
+                        .map_err(|err| at(&format!("caFile is not PEM: {err}")))?;
+                    if !certs.iter().any(|c| c.tag() == "CERTIFICATE") {
+                        return Err(at("caFile holds no CERTIFICATE block"));
+                    }
+                    Some(pem_bytes)
+                }
+            };
+            if e.insecure && ca.is_some() {
+                return Err(at("insecure (plain HTTP) and caFile contradict each other"));
+            }
+            let auth = match (e.username, &e.password_file) {
+                (None, None) => None,
+                (Some(user), Some(f)) => {
+                    let secret = read(&base.join(f), 64 * 1024)?;
+                    let secret =
+                        String::from_utf8(secret).map_err(|_| at("passwordFile is not UTF-8"))?;
+                    Some((user, secret.trim_end_matches(['\n', '\r']).to_owned()))
+                }
+                _ => return Err(at("username and passwordFile go together")),
+            };
+            let upstream = Upstream {
+                host: e.host.clone(),
+                insecure: e.insecure,
+                ca,
+                auth,
+            };
+            if by_host.insert(e.host.clone(), upstream).is_some() {
+                return Err(at("listed twice"));
+            }
+        }
+        Ok(Upstreams {
+            other_hosts: file.other_hosts,
+            by_host,
+        })
+    }
+
+    /// The hosts whose images are mirrored, when the others are skipped.
+    pub fn allowed_hosts(&self) -> Option<Vec<String>> {
+        match self.other_hosts {
+            OtherHosts::Pull => None,
+            OtherHosts::Skip => Some(self.by_host.keys().cloned().collect()),
+        }
+    }
+
+    pub fn get(&self, host: &str) -> Option<&Upstream> {
+        self.by_host.get(host)
+    }
+
+    pub fn hosts(&self) -> impl Iterator<Item = &Upstream> {
+        self.by_host.values()
+    }
+}
+
+impl Upstream {
+    /// An anonymous HTTPS upstream (a host the file does not list).
+    pub fn default_for(host: &str) -> Upstream {
+        Upstream {
+            host: host.to_owned(),
+            insecure: false,
+            ca: None,
+            auth: None,
+        }
+    }
+
+    pub fn auth(&self) -> RegistryAuth {
+        match &self.auth {
+            Some((user, password)) => RegistryAuth::Basic(user.clone(), password.clone()),
+            None => RegistryAuth::Anonymous,
+        }
+    }
+
+    /// A client for this host: its protocol, trust roots and deadlines.
+    pub fn client(&self) -> Result<oci_client::Client, String> {
+        let config = ClientConfig {
+            protocol: if self.insecure {
+                ClientProtocol::HttpsExcept(vec![self.host.clone()])
+            } else {
+                ClientProtocol::Https
+            },
+            extra_root_certificates: self
+                .ca
+                .iter()
+                .map(|pem| Certificate {
+                    encoding: CertificateEncoding::Pem,
+                    data: pem.clone(),
+                })
+                .collect(),
+            connect_timeout: Some(Duration::from_secs(10)),
+            // Per read, not per transfer: a large layer may take long, a stalled one not.
+            read_timeout: Some(Duration::from_secs(60)),
+            user_agent: concat!("fundament-marketplace/", env!("CARGO_PKG_VERSION")),
+            ..Default::default()
+        };
+        oci_client::Client::try_from(config).map_err(|e| e.to_string())
+    }
+}
+
+fn is_host(s: &str) -> bool {
+    let (name, port) = s.split_once(':').unwrap_or((s, ""));
+    !name.is_empty()
+        && name
+            .split('.')
+            .all(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+        && (port.is_empty() || port.parse::<u16>().is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_configures_hosts_and_secrets_stay_out_of_debug_output() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("pw"), "s3cret\n").unwrap();
+        std::fs::write(
+            dir.path().join("ca.pem"),
+            "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let path = dir.path().join("upstreams.yaml");
+        std::fs::write(
+            &path,
+            "otherHosts: skip\nupstreams:\n  - host: reg.example:5000\n    caFile: ca.pem\n    username: alice\n    passwordFile: pw\n  - host: 127.0.0.1:5000\n    insecure: true\n",
+        )
+        .unwrap();
+        let u = Upstreams::load(&path).unwrap();
+        let mut hosts = u.allowed_hosts().unwrap();
+        hosts.sort();
+        assert_eq!(hosts, ["127.0.0.1:5000", "reg.example:5000"]);
+        let reg = u.get("reg.example:5000").unwrap();
+        assert!(
+            matches!(reg.auth(), RegistryAuth::Basic(ref user, ref pw) if user == "alice" && pw == "s3cret")
+        );
+        assert!(!format!("{u:?}").contains("s3cret"));
+        assert!(u.get("127.0.0.1:5000").unwrap().insecure);
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("empty.pem"), "nothing here").unwrap();
+        let cases = [
+            ("upstreams:\n  - host: x.io\n    user: a\n", "unknown field"),
+            ("upstreams:\n  - host: 'bad host'\n", "host must be"),
+            (
+                "upstreams:\n  - host: x.io\n    username: a\n",
+                "go together",
+            ),
+            (
+                "upstreams:\n  - host: x.io\n    caFile: empty.pem\n",
+                "no CERTIFICATE",
+            ),
+            (
+                "upstreams:\n  - host: x.io\n    caFile: missing.pem\n",
+                "missing.pem",
+            ),
+            (
+                "upstreams:\n  - host: x.io\n  - host: x.io\n",
+                "listed twice",
+            ),
+            ("otherHosts: maybe\n", "maybe"),
+        ];
+        for (yaml, why) in cases {
+            let path = dir.path().join("u.yaml");
+            std::fs::write(&path, yaml).unwrap();
+            let err = Upstreams::load(&path).unwrap_err().to_string();
+            assert!(err.contains(why), "{yaml}: {err}");
+        }
+    }
+}
