@@ -144,3 +144,218 @@ async fn a_published_image_is_mirrored_and_pulled_back_with_the_upstream_gone() 
         .unwrap();
     assert_eq!(tags["tags"], serde_json::json!([tag]));
 }
+
+/// `marketplace mirror ...` on `data`: exit status and stdout.
+fn mirror_cli(data: &Path, args: &[&str]) -> (bool, String) {
+    let mut all = vec!["mirror", "--data-dir", data.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let o = common::publishing::marketplace(&all);
+    (
+        o.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
+
+/// Waits until `mirror status` shows `image` with `status`, and returns its entry.
+async fn until_status(data: &Path, image: &str, status: &str) -> serde_json::Value {
+    let started = Instant::now();
+    loop {
+        let (ok, out) = mirror_cli(data, &["status", "--json"]);
+        assert!(ok, "{out}");
+        let all: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let found = all["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| {
+                format!(
+                    "{}/{}@{}",
+                    i["host"].as_str().unwrap(),
+                    i["repository"].as_str().unwrap(),
+                    i["digest"].as_str().unwrap()
+                ) == image
+            })
+            .cloned();
+        if let Some(entry) = found.filter(|e| e["status"] == status) {
+            return entry;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{image} never {status}: {out}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn over_tls_with_credentials_a_missing_image_fails_clearly_and_arrives_on_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = oci::Tls::make(&dir.path().join("tls"));
+    let upstream = Upstream::start(&dir.path().join("upstream"), Some(&tls));
+    let (layout, index) = oci::two_platform(&dir.path().join("image"), "v1", 50_000);
+    let index_digest = oci::digest(&index);
+    let image = format!("{}/acme/tool@{index_digest}", upstream.addr);
+
+    let m = setup_with(&dir.path().join("m"), &[]);
+    let upstreams = upstreams_file(dir.path(), &upstream, Some(&tls));
+    let server = Server::start_with(&m.data, &["--mirror", "on", "--upstreams", &upstreams]);
+    let c = Client::new(&server.url);
+    let def = with_image(&definition("gateway", "edge", "1.0.0"), &image);
+    assert_eq!(
+        c.publish_signed(&m.acme_token, &def, &[&m.acme]).await.0,
+        201
+    );
+
+    // Not pushed yet: the job fails with the reason and a next attempt.
+    let failed = until_status(&m.data, &image, "failed").await;
+    let error = failed["lastError"].as_str().unwrap();
+    assert!(error.contains("not found upstream"), "{error}");
+    assert!(failed["nextAttemptAt"].as_i64().unwrap() > 0);
+    let (_, table) = mirror_cli(&m.data, &["status"]);
+    assert!(
+        table.contains("failed") && table.contains("not found upstream"),
+        "{table}"
+    );
+    // The password never appears in what the operator or the log sees.
+    assert!(!table.contains(oci::PASSWORD));
+
+    let dest = upstream.dest_args();
+    let mut args: Vec<&str> = vec!["copy", "--all", "--preserve-digests"];
+    args.extend(dest.iter().map(String::as_str));
+    let src = format!("oci:{}:v1", layout.dir.display());
+    let to = format!("docker://{}/acme/tool:v1", upstream.addr);
+    oci::skopeo(&[args.as_slice(), &[&src, &to]].concat());
+    let (ok, out) = mirror_cli(&m.data, &["retry", "acme/tool"]);
+    assert!(ok && out.contains("1 failed image(s) due now"), "{out}");
+    let mirrored = until_status(&m.data, &image, "mirrored").await;
+    let expected: u64 = layout
+        .blobs
+        .iter()
+        .map(|d| {
+            std::fs::metadata(layout.dir.join("blobs/sha256").join(&d[7..]))
+                .unwrap()
+                .len()
+        })
+        .sum();
+    assert_eq!(mirrored["size"].as_u64().unwrap(), expected);
+    until_served(
+        &server,
+        &direct(&upstream.addr, "acme/tool"),
+        &index_digest,
+        Duration::from_secs(10),
+    )
+    .await;
+
+    // Every stored blob verifies; nothing is unreferenced.
+    let (ok, out) = mirror_cli(&m.data, &["verify"]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("7 blob(s)") && out.contains("0 corrupt, 0 missing"),
+        "{out}"
+    );
+    let (ok, out) = mirror_cli(&m.data, &["gc", "--min-age", "0s"]);
+    assert!(
+        ok && out.contains("0 blob(s), 0 bytes would be removed"),
+        "{out}"
+    );
+
+    // A layer damaged on our disk: verify names it, --repair mirrors the image again.
+    let layer = layout
+        .blobs
+        .iter()
+        .max_by_key(|d| {
+            std::fs::metadata(layout.dir.join("blobs/sha256").join(&d[7..]))
+                .unwrap()
+                .len()
+        })
+        .unwrap()
+        .clone();
+    let stored = m
+        .data
+        .join("blobs/sha256")
+        .join(&layer[7..9])
+        .join(&layer[7..]);
+    let mut bytes = std::fs::read(&stored).unwrap();
+    bytes[100] ^= 0xff;
+    std::fs::write(&stored, &bytes).unwrap();
+    let (ok, out) = mirror_cli(&m.data, &["verify"]);
+    assert!(!ok, "{out}");
+    assert!(out.contains(&format!("corrupt  {layer}")), "{out}");
+    let (ok, out) = mirror_cli(&m.data, &["verify", "--repair"]);
+    assert!(!ok && out.contains("1 image(s) queued"), "{out}");
+    until_status(&m.data, &image, "mirrored").await;
+    let (ok, out) = mirror_cli(&m.data, &["verify"]);
+    assert!(ok, "after the repair: {out}");
+}
+
+#[tokio::test]
+async fn an_upstream_serving_other_bytes_than_the_digest_stores_nothing_under_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = Upstream::start(&dir.path().join("upstream"), None);
+    let (layout, index) = oci::two_platform(&dir.path().join("image"), "v1", 50_000);
+    let index_digest = oci::digest(&index);
+    let dest = upstream.dest_args();
+    let mut args: Vec<&str> = vec!["copy", "--all", "--preserve-digests"];
+    args.extend(dest.iter().map(String::as_str));
+    let src = format!("oci:{}:v1", layout.dir.display());
+    let to = format!("docker://{}/acme/tool:v1", upstream.addr);
+    oci::skopeo(&[args.as_slice(), &[&src, &to]].concat());
+    // The registry's copy of the largest layer is damaged: it serves other bytes under
+    // the layer's digest, as a faulty or hostile registry would.
+    let layer = layout
+        .blobs
+        .iter()
+        .max_by_key(|d| {
+            std::fs::metadata(layout.dir.join("blobs/sha256").join(&d[7..]))
+                .unwrap()
+                .len()
+        })
+        .unwrap()
+        .clone();
+    let file = upstream.blob_file(&layer);
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[1000] ^= 0xff;
+    std::fs::write(&file, &bytes).unwrap();
+
+    let m = setup_with(&dir.path().join("m"), &[]);
+    let upstreams = upstreams_file(dir.path(), &upstream, None);
+    let server = Server::start_with(&m.data, &["--mirror", "on", "--upstreams", &upstreams]);
+    let image = format!("{}/acme/tool@{index_digest}", upstream.addr);
+    let def = with_image(&definition("gateway", "edge", "1.0.0"), &image);
+    let c = Client::new(&server.url);
+    assert_eq!(
+        c.publish_signed(&m.acme_token, &def, &[&m.acme]).await.0,
+        201
+    );
+    let failed = until_status(&m.data, &image, "failed").await;
+    let error = failed["lastError"].as_str().unwrap();
+    assert!(
+        error.contains(&layer) && error.contains("digest"),
+        "{error}"
+    );
+    assert!(
+        !m.data
+            .join("blobs/sha256")
+            .join(&layer[7..9])
+            .join(&layer[7..])
+            .exists(),
+        "nothing is stored under a digest the bytes do not hash to"
+    );
+    assert_eq!(
+        std::fs::read_dir(m.data.join("blobs/tmp")).unwrap().count(),
+        0,
+        "no partial file is left behind"
+    );
+    let r = reqwest::get(format!(
+        "{}/v2/{}/manifests/{index_digest}",
+        server.url,
+        direct(&upstream.addr, "acme/tool")
+    ))
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 404, "a failed image is not served");
+}

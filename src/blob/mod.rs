@@ -139,3 +139,24 @@ pub fn once(bytes: impl Into<Bytes>) -> ByteStream {
     let bytes = bytes.into();
     Box::pin(futures_util::stream::once(async move { Ok(bytes) }))
 }
+
+/// Re-reads a stored blob and hashes it: `Some(true)` when its bytes still hash to its
+/// digest, `Some(false)` when they do not (disk corruption, a hand edit), `None` when
+/// it is gone.
+pub async fn verify(store: &dyn BlobStore, digest: &Digest) -> Result<Option<bool>, BlobError> {
+    use futures_util::TryStreamExt;
+    use sha2::Digest as _;
+    let Some(blob) = store.open(digest, None).await? else {
+        return Ok(None);
+    };
+    let mut hasher = sha2::Sha256::new();
+    let mut body = blob.body;
+    while let Some(chunk) = body
+        .try_next()
+        .await
+        .map_err(BlobError::storage("reading"))?
+    {
+        hasher.update(&chunk);
+    }
+    Ok(Some(Digest::from_hash(&hasher.finalize()) == *digest))
+}

@@ -2,6 +2,7 @@
 //! this is the only place (with background tasks) that uses `anyhow`.
 
 mod keys;
+mod mirror;
 mod publish;
 mod publisher;
 mod repo;
@@ -46,6 +47,9 @@ enum Command {
     /// Re-sign the publisher's current targets as the next role version: renews its
     /// expiry, and moves it onto new keys after `publisher rotate-key`.
     Resign(resign::ResignArgs),
+    /// The image mirror: status of every pinned image, retry, verify stored blobs,
+    /// collect unreferenced ones.
+    Mirror(mirror::MirrorArgs),
     /// Sync worker: pull and verify the signed index of the configured marketplaces.
     Sync(sync::SyncArgs),
 }
@@ -61,6 +65,11 @@ pub fn run() -> ExitCode {
         Command::Publish(args) => report(publish::run(args)),
         Command::Yank(args) => report(yank::run(args)),
         Command::Resign(args) => report(resign::run(args)),
+        Command::Mirror(args) => match mirror::run(args) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => report(Err(e)),
+        },
         Command::Sync(args) => match sync::run(args) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::FAILURE,

@@ -260,6 +260,25 @@ impl Mirror {
     }
 }
 
+/// Blobs no mirrored image records and written before `written_before` (Unix seconds):
+/// what `mirror gc` removes. Recent blobs are spared because a mirror in progress
+/// writes its blobs before it records them.
+pub async fn collectable(
+    store: &Store,
+    blobs: &dyn BlobStore,
+    written_before: i64,
+) -> Result<Vec<crate::blob::Listed>, MirrorError> {
+    let referenced = store.referenced_digests().await?;
+    let listed = blobs.list().await.map_err(|error| MirrorError::Blob {
+        what: "listing the blob store".into(),
+        error,
+    })?;
+    Ok(listed
+        .into_iter()
+        .filter(|b| !referenced.contains(b.digest.as_str()) && b.written_at < written_before)
+        .collect())
+}
+
 /// Seconds until the next attempt after `attempts` earlier failures: 30 s doubling up
 /// to an hour, with ±20% jitter so many failed jobs do not return all at once.
 fn backoff(attempts: i64) -> i64 {

@@ -323,6 +323,26 @@ impl Store {
         Ok(done.rows_affected())
     }
 
+    /// Queues every image that records one of `digests` for a new mirror (damaged
+    /// content): not served until mirrored again. Returns how many.
+    pub async fn remirror_images_with(
+        &self,
+        digests: &[String],
+        now: i64,
+    ) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE mirror_images SET status = 'pending', next_attempt_at = 0, leased_until = 0,
+               updated_at = ?1
+             WHERE id IN (SELECT image_id FROM mirror_content
+                          WHERE digest IN (SELECT value FROM json_each(?2)))",
+        )
+        .bind(now)
+        .bind(serde_json::to_string(digests).expect("strings serialize"))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     /// Every mirrored image's status, by host, repository and digest.
     pub async fn mirror_statuses(&self) -> Result<Vec<MirrorStatus>, StoreError> {
         let sql =

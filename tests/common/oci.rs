@@ -45,16 +45,42 @@ impl Tls {
                 .current_dir(dir)
                 .output()
                 .expect("openssl runs");
-            assert!(o.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+            assert!(
+                o.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
         };
         run(&[
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-subj", "/CN=test-ca",
-            "-keyout", "ca.key", "-out", "ca.crt", "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "30",
+            "-subj",
+            "/CN=test-ca",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
         ]);
         run(&[
-            "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "server.key",
-            "-out", "server.csr",
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
         ]);
         std::fs::write(
             dir.join("server.ext"),
@@ -62,8 +88,21 @@ impl Tls {
         )
         .unwrap();
         run(&[
-            "x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-days", "30", "-out", "server.crt", "-extfile", "server.ext",
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "30",
+            "-out",
+            "server.crt",
+            "-extfile",
+            "server.ext",
         ]);
         Tls {
             ca: dir.join("ca.crt"),
@@ -114,12 +153,7 @@ impl Upstream {
         let addr = loop {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
             if let Some(rest) = text.split("listening on ").nth(1) {
-                break rest
-                    .split(['"', ','])
-                    .next()
-                    .unwrap()
-                    .trim()
-                    .to_owned();
+                break rest.split(['"', ',']).next().unwrap().trim().to_owned();
             }
             assert!(
                 started.elapsed() < Duration::from_secs(20),
@@ -296,9 +330,10 @@ pub fn two_platform(dir: &Path, tag: &str, layer_bytes: usize) -> (Layout, Vec<u
             "platform": {"architecture": arch, "os": "linux"},
         }));
     }
-    let index = serde_json::json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries})
-        .to_string()
-        .into_bytes();
+    let index =
+        serde_json::json!({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries})
+            .to_string()
+            .into_bytes();
     layout.blob(&index);
     layout.tag(tag, OCI_INDEX, &index);
     (layout, index)
@@ -307,7 +342,12 @@ pub fn two_platform(dir: &Path, tag: &str, layer_bytes: usize) -> (Layout, Vec<u
 /// A cosign-style signature of `image` (a digest), as cosign stores it: a manifest whose
 /// layer is the simple-signing payload, its signature in an annotation, tagged
 /// `sha256-<hex>.sig`. Returns the layout, the tag and the manifest.
-pub fn signature(dir: &Path, repository: &str, image: &str, signature_b64: &str) -> (Layout, String, Vec<u8>) {
+pub fn signature(
+    dir: &Path,
+    repository: &str,
+    image: &str,
+    signature_b64: &str,
+) -> (Layout, String, Vec<u8>) {
     let mut layout = Layout::new(dir);
     let payload = serde_json::json!({
         "critical": {

@@ -1,0 +1,237 @@
+//! `marketplace mirror status|retry|verify|gc`: the image mirror from the operator's
+//! side, on the data directory (beside a running `serve` or not).
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+
+use crate::blob::{BlobStore, FsBlobStore};
+use crate::server;
+use crate::store::Store;
+
+#[derive(Debug, Args)]
+pub struct MirrorArgs {
+    #[arg(
+        long,
+        env = "MARKETPLACE_DATA_DIR",
+        default_value = "./data",
+        global = true
+    )]
+    data_dir: PathBuf,
+    #[command(subcommand)]
+    command: MirrorCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum MirrorCommand {
+    /// Every pinned image: pending, mirroring, mirrored (with its size) or failed (with
+    /// the reason and the next attempt).
+    Status {
+        /// One JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make failed images due now (all, or those whose `HOST/PATH@DIGEST` contains
+    /// FILTER); a running server takes them within seconds.
+    Retry { filter: Option<String> },
+    /// Re-hash every stored blob and report corrupt or missing ones; exits 1 if any.
+    Verify {
+        /// Remove corrupt blobs and queue every image that records a corrupt or missing
+        /// one for a new mirror (it is not served until mirrored again).
+        #[arg(long)]
+        repair: bool,
+    },
+    /// Remove blobs no mirrored image records. Dry run unless `--delete`.
+    Gc {
+        /// Remove them (otherwise only list them).
+        #[arg(long)]
+        delete: bool,
+        /// Spare blobs written more recently than this: a mirror in progress writes
+        /// its blobs before it records them.
+        #[arg(long, default_value = "24h", value_parser = super::repo::parse_duration)]
+        min_age: std::time::Duration,
+    },
+}
+
+pub fn run(args: MirrorArgs) -> anyhow::Result<bool> {
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let db = server::prepare_data_dir(&args.data_dir)
+            .with_context(|| format!("preparing data directory {}", args.data_dir.display()))?;
+        let store = Store::open(&db)
+            .await
+            .with_context(|| format!("opening database {}", db.display()))?;
+        let root = args.data_dir.join("blobs");
+        let blobs: Arc<dyn BlobStore> = Arc::new(
+            FsBlobStore::open(&root)
+                .with_context(|| format!("opening the blob store {}", root.display()))?,
+        );
+        let ok = match args.command {
+            MirrorCommand::Status { json } => status(&store, json).await?,
+            MirrorCommand::Retry { filter } => {
+                let n = store
+                    .retry_mirrors(filter.as_deref(), crate::clock::now())
+                    .await?;
+                println!("{n} failed image(s) due now");
+                true
+            }
+            MirrorCommand::Verify { repair } => verify(&store, &*blobs, repair).await?,
+            MirrorCommand::Gc { delete, min_age } => gc(&store, &*blobs, delete, min_age).await?,
+        };
+        store.close().await;
+        Ok(ok)
+    })
+}
+
+async fn status(store: &Store, json: bool) -> anyhow::Result<bool> {
+    let images = store.mirror_statuses().await?;
+    if json {
+        println!("{}", serde_json::json!({ "images": images }));
+        return Ok(true);
+    }
+    let now = crate::clock::now();
+    for i in &images {
+        let detail = match i.status.as_str() {
+            "mirrored" => format!("{} bytes", i.size.unwrap_or(0)),
+            "failed" => format!(
+                "attempt {} failed, next in {}: {}",
+                i.attempts,
+                crate::clock::human_duration((i.next_attempt_at.unwrap_or(now) - now).max(0)),
+                i.last_error.as_deref().unwrap_or("")
+            ),
+            _ => String::new(),
+        };
+        println!(
+            "{:<9} {}/{}@{}  {detail}",
+            i.status, i.host, i.repository, i.digest
+        );
+    }
+    let counts = store.mirror_counts().await?;
+    let summary: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    println!(
+        "{} image(s){}{}",
+        images.len(),
+        if summary.is_empty() { "" } else { ": " },
+        summary.join(", ")
+    );
+    Ok(true)
+}
+
+/// A progress line on a terminal, rewritten in place; nothing when piped.
+struct Progress {
+    on: bool,
+}
+
+impl Progress {
+    fn show(&self, text: &str) {
+        if self.on {
+            eprint!("\r\x1b[2K{text}");
+            let _ = std::io::stderr().flush();
+        }
+    }
+
+    fn done(&self) {
+        if self.on {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}
+
+async fn verify(store: &Store, blobs: &dyn BlobStore, repair: bool) -> anyhow::Result<bool> {
+    let listed = blobs.list().await?;
+    let total: u64 = listed.iter().map(|b| b.size).sum();
+    let progress = Progress {
+        on: std::io::stderr().is_terminal(),
+    };
+    let (mut done, mut corrupt) = (0u64, Vec::new());
+    for (i, b) in listed.iter().enumerate() {
+        progress.show(&format!(
+            "verifying {}/{} blobs, {} of {} MiB",
+            i + 1,
+            listed.len(),
+            done >> 20,
+            total >> 20
+        ));
+        if crate::blob::verify(blobs, &b.digest).await? == Some(false) {
+            corrupt.push(b.digest.clone());
+        }
+        done += b.size;
+    }
+    progress.done();
+    let stored: std::collections::HashSet<&str> =
+        listed.iter().map(|b| b.digest.as_str()).collect();
+    let mut missing: Vec<String> = store
+        .referenced_digests()
+        .await?
+        .into_iter()
+        .filter(|d| !stored.contains(d.as_str()))
+        .collect();
+    missing.sort();
+    for d in &corrupt {
+        println!("corrupt  {d}: its bytes no longer hash to its digest");
+    }
+    for d in &missing {
+        println!("missing  {d}: recorded for a mirrored image but not stored");
+    }
+    println!(
+        "{} blob(s), {} bytes verified: {} corrupt, {} missing",
+        listed.len(),
+        total,
+        corrupt.len(),
+        missing.len()
+    );
+    if corrupt.is_empty() && missing.is_empty() {
+        return Ok(true);
+    }
+    if !repair {
+        println!(
+            "`marketplace mirror verify --repair` removes them and mirrors their images again"
+        );
+        return Ok(false);
+    }
+    for d in &corrupt {
+        blobs.delete(d).await?;
+    }
+    let damaged: Vec<String> = corrupt
+        .iter()
+        .map(|d| d.to_string())
+        .chain(missing)
+        .collect();
+    let n = store
+        .remirror_images_with(&damaged, crate::clock::now())
+        .await?;
+    println!(
+        "removed {} corrupt blob(s); {n} image(s) queued to be mirrored again",
+        corrupt.len()
+    );
+    Ok(false)
+}
+
+async fn gc(
+    store: &Store,
+    blobs: &dyn BlobStore,
+    delete: bool,
+    min_age: std::time::Duration,
+) -> anyhow::Result<bool> {
+    let before = crate::clock::now() - min_age.as_secs() as i64;
+    let unreferenced = crate::mirror::collectable(store, blobs, before).await?;
+    let bytes: u64 = unreferenced.iter().map(|b| b.size).sum();
+    for b in &unreferenced {
+        if delete {
+            blobs.delete(&b.digest).await?;
+            println!("removed  {} ({} bytes)", b.digest, b.size);
+        } else {
+            println!("unreferenced  {} ({} bytes)", b.digest, b.size);
+        }
+    }
+    let verb = if delete {
+        "removed"
+    } else {
+        "would be removed (dry run; --delete removes them)"
+    };
+    println!("{} blob(s), {bytes} bytes {verb}", unreferenced.len());
+    Ok(true)
+}
