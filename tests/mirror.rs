@@ -359,3 +359,97 @@ async fn an_upstream_serving_other_bytes_than_the_digest_stores_nothing_under_it
     .unwrap();
     assert_eq!(r.status(), 404, "a failed image is not served");
 }
+
+#[tokio::test]
+async fn a_mirror_killed_mid_transfer_resumes_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = Upstream::start(&dir.path().join("upstream"), None);
+    // Two layers of 48 MiB: long enough to be caught in the middle.
+    let (layout, index) = oci::two_platform(&dir.path().join("image"), "v1", 48 << 20);
+    let index_digest = oci::digest(&index);
+    let dest = upstream.dest_args();
+    let mut args: Vec<&str> = vec!["copy", "--all", "--preserve-digests"];
+    args.extend(dest.iter().map(String::as_str));
+    let src = format!("oci:{}:v1", layout.dir.display());
+    let to = format!("docker://{}/acme/tool:v1", upstream.addr);
+    oci::skopeo(&[args.as_slice(), &[&src, &to]].concat());
+
+    let m = setup_with(&dir.path().join("m"), &[]);
+    let upstreams = upstreams_file(dir.path(), &upstream, None);
+    let serve_args = [
+        "--mirror",
+        "on",
+        "--upstreams",
+        &upstreams,
+        "--mirror-lease",
+        "3s",
+    ];
+    let mut server = Server::start_with(&m.data, &serve_args);
+    let image = format!("{}/acme/tool@{index_digest}", upstream.addr);
+    let def = with_image(&definition("gateway", "edge", "1.0.0"), &image);
+    let c = Client::new(&server.url);
+    assert_eq!(
+        c.publish_signed(&m.acme_token, &def, &[&m.acme]).await.0,
+        201
+    );
+
+    // SIGKILL as soon as a layer is half-written.
+    let tmp = m.data.join("blobs/tmp");
+    let started = Instant::now();
+    loop {
+        let writing = std::fs::read_dir(&tmp)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .any(|e| e.metadata().is_ok_and(|m| m.len() > 4 << 20))
+            })
+            .unwrap_or(false);
+        if writing {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no layer transfer seen"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let blobs_dir = m.data.join("blobs/sha256");
+    let stored_before: Vec<(std::path::PathBuf, std::time::SystemTime)> =
+        std::fs::read_dir(&blobs_dir)
+            .unwrap()
+            .flat_map(|shard| std::fs::read_dir(shard.unwrap().path()).unwrap())
+            .map(|e| {
+                let e = e.unwrap();
+                (e.path(), e.metadata().unwrap().modified().unwrap())
+            })
+            .collect();
+    let (_, out) = mirror_cli(&m.data, &["status"]);
+    assert!(out.contains("mirroring"), "killed mid-job: {out}");
+
+    // Restarted: the dead server's lease runs out and the job resumes to the end.
+    let server = Server::start_with(&m.data, &serve_args);
+    until_status(&m.data, &image, "mirrored").await;
+    until_served(
+        &server,
+        &direct(&upstream.addr, "acme/tool"),
+        &index_digest,
+        Duration::from_secs(10),
+    )
+    .await;
+    // What was complete before the kill was kept, not fetched again.
+    for (path, modified) in &stored_before {
+        assert_eq!(
+            std::fs::metadata(path).unwrap().modified().unwrap(),
+            *modified,
+            "{} rewritten",
+            path.display()
+        );
+    }
+    let (ok, out) = mirror_cli(&m.data, &["verify"]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("7 blob(s)") && out.contains("0 corrupt, 0 missing"),
+        "{out}"
+    );
+}
