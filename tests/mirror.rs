@@ -143,6 +143,64 @@ async fn a_published_image_is_mirrored_and_pulled_back_with_the_upstream_gone() 
         .await
         .unwrap();
     assert_eq!(tags["tags"], serde_json::json!([tag]));
+
+    // The status per version: the detail API, the plugin page, the metrics.
+    let detail: serde_json::Value =
+        reqwest::get(format!("{}/api/v1/plugins/acme/edge", server.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let mirror = &detail["latest"]["mirror"];
+    assert_eq!(mirror["status"], "mirrored", "{detail}");
+    let expected_size: u64 = layout
+        .blobs
+        .iter()
+        .chain(&sig.blobs)
+        .collect::<std::collections::BTreeSet<_>>()
+        .iter()
+        .map(|d| {
+            let in_image = layout.dir.join("blobs/sha256").join(&d[7..]);
+            let path = if in_image.exists() {
+                in_image
+            } else {
+                sig.dir.join("blobs/sha256").join(&d[7..])
+            };
+            std::fs::metadata(path).unwrap().len()
+        })
+        .sum();
+    assert_eq!(
+        mirror["size"].as_u64().unwrap(),
+        expected_size,
+        "image, platforms and signature"
+    );
+    let page = reqwest::get(format!("{}/plugins/acme/edge", server.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("Mirrored here"), "{page}");
+    let metrics = reqwest::get(format!("{}/metrics", server.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("marketplace_mirror_images{status=\"mirrored\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!("marketplace_mirror_bytes {expected_size}")),
+        "{metrics}"
+    );
+    // The built-ins' images (on the internet, skipped here) wait.
+    assert!(
+        metrics.contains("marketplace_mirror_images{status=\"pending\"} 8"),
+        "{metrics}"
+    );
 }
 
 /// `marketplace mirror ...` on `data`: exit status and stdout.
@@ -222,6 +280,16 @@ async fn over_tls_with_credentials_a_missing_image_fails_clearly_and_arrives_on_
     );
     // The password never appears in what the operator or the log sees.
     assert!(!table.contains(oci::PASSWORD));
+    let page = reqwest::get(format!("{}/plugins/acme/edge", server.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("Mirror failed:") && page.contains("not found upstream; next attempt in"),
+        "{page}"
+    );
 
     let dest = upstream.dest_args();
     let mut args: Vec<&str> = vec!["copy", "--all", "--preserve-digests"];

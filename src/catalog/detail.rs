@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::CatalogError;
 use super::rbac::{self, Access};
 use crate::definition::{Approval, Definition, MenuEntry, PolicyRule, install_namespace};
-use crate::store::{LinkKind, PluginRef, Store, VersionRecord};
+use crate::store::{ImageMirror, LinkKind, PluginRef, Store, VersionRecord};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct VersionInfo {
@@ -17,6 +17,8 @@ pub struct VersionInfo {
     pub yanked: bool,
     /// Key ids of the publisher keys that signed this version.
     pub signers: Vec<String>,
+    /// The mirror of its image (`/v2/` serves it once `mirrored`).
+    pub mirror: Option<ImageMirror>,
 }
 
 impl From<&VersionRecord> for VersionInfo {
@@ -28,6 +30,7 @@ impl From<&VersionRecord> for VersionInfo {
             published_at: v.published_at,
             yanked: v.yanked,
             signers: v.signer_key_ids.clone(),
+            mirror: v.mirror.clone(),
         }
     }
 }

@@ -110,7 +110,11 @@ async fn status(store: &Store, json: bool) -> anyhow::Result<bool> {
         );
     }
     let counts = store.mirror_counts().await?;
-    let summary: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    let summary: Vec<String> = counts
+        .iter()
+        .filter(|(_, n, _)| *n > 0)
+        .map(|(s, n, _)| format!("{n} {s}"))
+        .collect();
     println!(
         "{} image(s){}{}",
         images.len(),

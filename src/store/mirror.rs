@@ -381,13 +381,24 @@ impl Store {
         Ok(row.as_ref().map(status_row))
     }
 
-    /// Counts of images per status, for metrics and status pages.
-    pub async fn mirror_counts(&self) -> Result<Vec<(String, i64)>, StoreError> {
-        Ok(sqlx::query_as(
-            "SELECT status, COUNT(*) FROM mirror_images GROUP BY status ORDER BY status",
+    /// Images and their bytes per status, for metrics and the CLI; every status is
+    /// listed, with zeros, so a metric never disappears.
+    pub async fn mirror_counts(&self) -> Result<Vec<(String, i64, i64)>, StoreError> {
+        let found: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT status, COUNT(*), COALESCE(SUM(size), 0) FROM mirror_images GROUP BY status",
         )
         .fetch_all(&self.pool)
-        .await?)
+        .await?;
+        Ok(["pending", "mirroring", "mirrored", "failed"]
+            .into_iter()
+            .map(|s| {
+                found
+                    .iter()
+                    .find(|(status, ..)| status == s)
+                    .cloned()
+                    .unwrap_or((s.to_owned(), 0, 0))
+            })
+            .collect())
     }
 
     /// Whether any mirrored image lives in `host`/`repository`.

@@ -98,6 +98,35 @@ pub struct VersionRecord {
     /// TUF key ids of the publisher keys that signed it; empty for a built-in loaded
     /// before the signed index was initialized.
     pub signer_key_ids: Vec<String>,
+    /// Where the mirror of its image stands; `None` before the server enqueued it.
+    pub mirror: Option<ImageMirror>,
+}
+
+/// A version's image in the mirror, as pages and the API show it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ImageMirror {
+    /// `pending`, `mirroring`, `mirrored` or `failed`.
+    pub status: String,
+    /// Bytes of every manifest and blob, once mirrored.
+    pub size: Option<i64>,
+    /// Why the last attempt failed.
+    pub error: Option<String>,
+    /// When a failed mirror is tried again (Unix seconds).
+    pub next_attempt_at: Option<i64>,
+}
+
+fn image_mirror(r: &sqlx::sqlite::SqliteRow) -> Option<ImageMirror> {
+    let status: Option<String> = r.get("mirror_status");
+    status.map(|status| ImageMirror {
+        next_attempt_at: (status == "failed").then(|| r.get("mirror_next")),
+        error: if status == "failed" {
+            r.get("mirror_error")
+        } else {
+            None
+        },
+        size: r.get("mirror_size"),
+        status,
+    })
 }
 
 /// A plugin found by name, for resolving dependencies.
@@ -216,8 +245,11 @@ impl Store {
     /// Every version of a plugin, newest first (semantic version order).
     pub async fn versions(&self, plugin_id: i64) -> Result<Vec<VersionRecord>, StoreError> {
         let rows = sqlx::query(
-            "SELECT version, canonical, major, hash, image, published_at, yanked, signer_key_ids
-             FROM plugin_versions WHERE plugin_id = ?",
+            "SELECT v.version, v.canonical, v.major, v.hash, v.image, v.published_at, v.yanked,
+                    v.signer_key_ids, m.status AS mirror_status, m.size AS mirror_size,
+                    m.last_error AS mirror_error, m.next_attempt_at AS mirror_next
+             FROM plugin_versions v LEFT JOIN mirror_images m ON m.id = v.image_id
+             WHERE v.plugin_id = ?",
         )
         .bind(plugin_id)
         .fetch_all(&self.pool)
@@ -236,6 +268,7 @@ impl Store {
                     published_at: r.get("published_at"),
                     yanked: r.get("yanked"),
                     signer_key_ids: signers(&r),
+                    mirror: image_mirror(&r),
                 }
             })
             .collect();
@@ -253,8 +286,11 @@ impl Store {
             return Ok(None);
         };
         let row = sqlx::query(
-            "SELECT version, major, hash, image, published_at, yanked, definition, signer_key_ids
-             FROM plugin_versions WHERE plugin_id = ? AND canonical = ?",
+            "SELECT v.version, v.major, v.hash, v.image, v.published_at, v.yanked, v.definition,
+                    v.signer_key_ids, m.status AS mirror_status, m.size AS mirror_size,
+                    m.last_error AS mirror_error, m.next_attempt_at AS mirror_next
+             FROM plugin_versions v LEFT JOIN mirror_images m ON m.id = v.image_id
+             WHERE v.plugin_id = ? AND v.canonical = ?",
         )
         .bind(plugin_id)
         .bind(parsed.to_string())
@@ -273,6 +309,7 @@ impl Store {
             published_at: r.get("published_at"),
             yanked: r.get("yanked"),
             signer_key_ids: signers(&r),
+            mirror: image_mirror(&r),
         };
         Ok(Some((record, def)))
     }

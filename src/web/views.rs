@@ -274,6 +274,8 @@ pub struct PluginPage {
     pub image_repository: String,
     pub image_digest: String,
     pub pull_policy: String,
+    /// The latest version's image in the mirror: its status word and a sentence.
+    pub mirror: Option<(String, String)>,
     pub raw_url: String,
     pub versions: Vec<MajorView>,
 }
@@ -334,12 +336,34 @@ impl PluginPage {
                 "" => "default".to_owned(),
                 p => p.to_owned(),
             },
+            mirror: d.latest.mirror.as_ref().map(mirror_text),
             raw_url: definition_url(&d, &d.latest.version),
             versions: d.versions.iter().map(|g| major_view(&d, g)).collect(),
             publisher: d.publisher.clone(),
             name: d.name.clone(),
         }
     }
+}
+
+/// What an administrator reads about an image's mirror.
+fn mirror_text(m: &crate::store::ImageMirror) -> (String, String) {
+    let text = match m.status.as_str() {
+        "mirrored" => format!(
+            "Mirrored here ({:.1} MiB); clusters can pull it from this marketplace",
+            m.size.unwrap_or(0) as f64 / 1_048_576.0
+        ),
+        "mirroring" => "Being mirrored now".to_owned(),
+        "failed" => {
+            let wait = m.next_attempt_at.unwrap_or(0) - crate::clock::now();
+            format!(
+                "Mirror failed: {}; next attempt in {}",
+                m.error.as_deref().unwrap_or("unknown reason"),
+                crate::clock::human_duration(wait.max(0))
+            )
+        }
+        _ => "Waiting to be mirrored".to_owned(),
+    };
+    (m.status.clone(), text)
 }
 
 fn definition_url(d: &PluginDetail, version: &str) -> String {
