@@ -521,3 +521,57 @@ async fn a_mirror_killed_mid_transfer_resumes_after_a_restart() {
         "{out}"
     );
 }
+
+/// An air-gapped site: definitions pin images on a host it cannot reach; the images
+/// were carried in and pushed to the site's own registry under the same paths, and the
+/// upstreams file sends that host's pulls there. Served under the original name.
+#[tokio::test]
+async fn images_of_an_unreachable_host_are_pulled_from_the_configured_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = Upstream::start(&dir.path().join("local"), None);
+    let (layout, index) = oci::two_platform(&dir.path().join("image"), "v1", 20_000);
+    let index_digest = oci::digest(&index);
+    let dest = local.dest_args();
+    let mut args: Vec<&str> = vec!["copy", "--all", "--preserve-digests"];
+    args.extend(dest.iter().map(String::as_str));
+    let src = format!("oci:{}:v1", layout.dir.display());
+    let to = format!("docker://{}/acme/tool:v1", local.addr);
+    oci::skopeo(&[args.as_slice(), &[&src, &to]].concat());
+
+    let m = setup_with(&dir.path().join("m"), &[]);
+    let upstreams = dir.path().join("upstreams.yaml");
+    std::fs::write(
+        &upstreams,
+        format!(
+            "otherHosts: skip\nupstreams:\n  - host: registry.example.com\n    endpoint: {}\n    insecure: true\n",
+            local.addr
+        ),
+    )
+    .unwrap();
+    let server = Server::start_with(
+        &m.data,
+        &["--mirror", "on", "--upstreams", upstreams.to_str().unwrap()],
+    );
+    let image = format!("registry.example.com/acme/tool@{index_digest}");
+    let def = with_image(&definition("gateway", "edge", "1.0.0"), &image);
+    let c = Client::new(&server.url);
+    assert_eq!(
+        c.publish_signed(&m.acme_token, &def, &[&m.acme]).await.0,
+        201
+    );
+    until_served(
+        &server,
+        "registry.example.com/acme/tool",
+        &index_digest,
+        Duration::from_secs(60),
+    )
+    .await;
+    let r = reqwest::get(format!(
+        "{}/v2/acme/tool/manifests/{index_digest}?ns=registry.example.com",
+        server.url
+    ))
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.bytes().await.unwrap().as_ref(), index.as_slice());
+}

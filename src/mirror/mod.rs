@@ -233,6 +233,7 @@ impl Mirror {
         let client = self.client(&upstream)?;
         let auth: RegistryAuth = upstream.auth();
         pull::Puller {
+            from: upstream.pull_from(),
             client: &client,
             auth: &auth,
             blobs: &*self.blobs,

@@ -25,6 +25,8 @@ pub(super) struct Pulled {
 }
 
 pub(super) struct Puller<'a> {
+    /// The registry pulled from: the job's host, or the endpoint configured for it.
+    pub from: &'a str,
     pub client: &'a oci_client::Client,
     pub auth: &'a RegistryAuth,
     pub blobs: &'a dyn BlobStore,
@@ -36,14 +38,14 @@ pub(super) struct Puller<'a> {
 impl Puller<'_> {
     fn reference(&self, digest: &str) -> Reference {
         Reference::with_digest(
-            self.job.host.clone(),
+            self.from.to_owned(),
             self.job.repository.clone(),
             digest.to_owned(),
         )
     }
 
     fn place(&self) -> String {
-        format!("{}/{}", self.job.host, self.job.repository)
+        format!("{}/{}", self.from, self.job.repository)
     }
 
     pub async fn pull(&self) -> Result<Pulled, MirrorError> {
@@ -71,7 +73,7 @@ impl Puller<'_> {
         for suffix in ["sig", "att"] {
             let tag = format!("sha256-{}.{suffix}", pinned.hex());
             let reference = Reference::with_tag(
-                self.job.host.clone(),
+                self.from.to_owned(),
                 self.job.repository.clone(),
                 tag.clone(),
             );

@@ -12,7 +12,14 @@
 //!     passwordFile: /run/secrets/registry-password
 //!   - host: 127.0.0.1:5000
 //!     insecure: true        # plain HTTP: only for a registry on a trusted network
+//!   - host: ghcr.io         # images pinned on ghcr.io ...
+//!     endpoint: registry.internal:5000   # ... pulled from the site's own registry
 //! ```
+//!
+//! `endpoint` is for sites that cannot reach the host a definition names (an air-gapped
+//! data centre): the images are carried in and pushed to a local registry under the
+//! same paths, and digests prove they are the same images. Everything else in the entry
+//! (`insecure`, `caFile`, credentials) then applies to the endpoint.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -61,6 +68,7 @@ pub enum OtherHosts {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Entry {
     host: String,
+    endpoint: Option<String>,
     #[serde(default)]
     insecure: bool,
     ca_file: Option<PathBuf>,
@@ -72,6 +80,8 @@ struct Entry {
 #[derive(Clone)]
 pub struct Upstream {
     pub host: String,
+    /// Where this host's images are pulled from, when not from the host itself.
+    pub endpoint: Option<String>,
     pub insecure: bool,
     ca: Option<Vec<u8>>,
     auth: Option<(String, String)>,
@@ -81,6 +91,7 @@ impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upstream")
             .field("host", &self.host)
+            .field("endpoint", &self.endpoint)
             .field("insecure", &self.insecure)
             .field("ca", &self.ca.is_some())
             .field("username", &self.auth.as_ref().map(|(u, _)| u))
@@ -129,6 +140,9 @@ impl Upstreams {
             if !is_host(&e.host) {
                 return Err(at("host must be host or host:port"));
             }
+            if e.endpoint.as_deref().is_some_and(|h| !is_host(h)) {
+                return Err(at("endpoint must be host or host:port"));
+            }
             let ca = match &e.ca_file {
                 None => None,
                 Some(f) => {
@@ -157,6 +171,7 @@ impl Upstreams {
             };
             let upstream = Upstream {
                 host: e.host.clone(),
+                endpoint: e.endpoint,
                 insecure: e.insecure,
                 ca,
                 auth,
@@ -193,10 +208,16 @@ impl Upstream {
     pub fn default_for(host: &str) -> Upstream {
         Upstream {
             host: host.to_owned(),
+            endpoint: None,
             insecure: false,
             ca: None,
             auth: None,
         }
+    }
+
+    /// The registry images of this host are pulled from.
+    pub fn pull_from(&self) -> &str {
+        self.endpoint.as_deref().unwrap_or(&self.host)
     }
 
     pub fn auth(&self) -> RegistryAuth {
@@ -210,7 +231,7 @@ impl Upstream {
     pub fn client(&self) -> Result<oci_client::Client, String> {
         let config = ClientConfig {
             protocol: if self.insecure {
-                ClientProtocol::HttpsExcept(vec![self.host.clone()])
+                ClientProtocol::HttpsExcept(vec![self.pull_from().to_owned()])
             } else {
                 ClientProtocol::Https
             },
@@ -257,13 +278,15 @@ mod tests {
         let path = dir.path().join("upstreams.yaml");
         std::fs::write(
             &path,
-            "otherHosts: skip\nupstreams:\n  - host: reg.example:5000\n    caFile: ca.pem\n    username: alice\n    passwordFile: pw\n  - host: 127.0.0.1:5000\n    insecure: true\n",
+            "otherHosts: skip\nupstreams:\n  - host: reg.example:5000\n    caFile: ca.pem\n    username: alice\n    passwordFile: pw\n  - host: 127.0.0.1:5000\n    insecure: true\n  - host: ghcr.io\n    endpoint: 127.0.0.1:5000\n    insecure: true\n",
         )
         .unwrap();
         let u = Upstreams::load(&path).unwrap();
         let mut hosts = u.allowed_hosts().unwrap();
         hosts.sort();
-        assert_eq!(hosts, ["127.0.0.1:5000", "reg.example:5000"]);
+        assert_eq!(hosts, ["127.0.0.1:5000", "ghcr.io", "reg.example:5000"]);
+        assert_eq!(u.get("ghcr.io").unwrap().pull_from(), "127.0.0.1:5000");
+        assert_eq!(u.get("reg.example:5000").unwrap().pull_from(), "reg.example:5000");
         let reg = u.get("reg.example:5000").unwrap();
         assert!(
             matches!(reg.auth(), RegistryAuth::Basic(ref user, ref pw) if user == "alice" && pw == "s3cret")
@@ -296,6 +319,7 @@ mod tests {
                 "listed twice",
             ),
             ("otherHosts: maybe\n", "maybe"),
+            ("upstreams:\n  - host: x.io\n    endpoint: 'a b'\n", "endpoint must be"),
         ];
         for (yaml, why) in cases {
             let path = dir.path().join("u.yaml");
