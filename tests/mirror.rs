@@ -76,7 +76,7 @@ async fn a_published_image_is_mirrored_and_pulled_back_with_the_upstream_gone() 
         &dir.path().join("sig"),
         &format!("{}/acme/tool", upstream.addr),
         &index_digest,
-        "c2lnbmF0dXJl",
+        |_| "c2lnbmF0dXJl".into(),
     );
     let src = format!("oci:{}:{tag}", sig.dir.display());
     let to = format!("docker://{}/acme/tool:{tag}", upstream.addr);
@@ -574,4 +574,127 @@ async fn images_of_an_unreachable_host_are_pulled_from_the_configured_endpoint()
     .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.bytes().await.unwrap().as_ref(), index.as_slice());
+}
+
+/// A publisher registers a cosign key: its image signed with that key is mirrored and
+/// shown as verified; one signed with another key, and one not signed, are refused and
+/// not served. Signatures are made here as cosign makes them (ECDSA P-256, openssl).
+#[tokio::test]
+async fn a_publishers_cosign_key_decides_which_images_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = Upstream::start(&dir.path().join("upstream"), None);
+    let keys = dir.path().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let (ours, ours_pub) = oci::cosign_key(&keys, "acme");
+    let (foreign, _) = oci::cosign_key(&keys, "foreign");
+    let dest = upstream.dest_args();
+    let mut copy: Vec<&str> = vec!["copy", "--all", "--preserve-digests"];
+    copy.extend(dest.iter().map(String::as_str));
+    let mut digests = Vec::new();
+    for (i, (repo, signer)) in [
+        ("acme/good", Some(&ours)),
+        ("acme/foreign", Some(&foreign)),
+        ("acme/unsigned", None),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // Sizes differ so the three images have their own digests.
+        let (layout, index) = oci::two_platform(&dir.path().join(repo), "v1", 10_000 + i);
+        let digest = oci::digest(&index);
+        let src = format!("oci:{}:v1", layout.dir.display());
+        let to = format!("docker://{}/{repo}:v1", upstream.addr);
+        oci::skopeo(&[copy.as_slice(), &[&src, &to]].concat());
+        if let Some(key) = signer {
+            let (sig, tag, _) = oci::signature(
+                &dir.path().join(format!("{repo}-sig")),
+                &format!("{}/{repo}", upstream.addr),
+                &digest,
+                |payload| oci::cosign_sign(key, payload),
+            );
+            let src = format!("oci:{}:{tag}", sig.dir.display());
+            let to = format!("docker://{}/{repo}:{tag}", upstream.addr);
+            oci::skopeo(&[copy.as_slice(), &[&src, &to]].concat());
+        }
+        digests.push((repo, digest));
+    }
+
+    let m = setup_with(&dir.path().join("m"), &[]);
+    let o = common::publishing::marketplace(&[
+        "publisher",
+        "rotate-key",
+        "acme",
+        "--key",
+        &m.acme.public().hex(),
+        "--cosign-key",
+        ours_pub.to_str().unwrap(),
+        "--data-dir",
+        m.data.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", common::output_text(&o));
+    let pem_text = std::fs::read_to_string(&ours_pub).unwrap();
+    let key_id = {
+        use sha2::Digest as _;
+        hex::encode(sha2::Sha256::digest(
+            pem::parse(&pem_text).unwrap().contents(),
+        ))
+    };
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("cosign key {key_id}")));
+
+    let upstreams = upstreams_file(dir.path(), &upstream, None);
+    let server = Server::start_with(&m.data, &["--mirror", "on", "--upstreams", &upstreams]);
+    let c = Client::new(&server.url);
+    for (repo, digest) in &digests {
+        let name = repo.rsplit('/').next().unwrap();
+        let def = with_image(
+            &definition("gateway", name, "1.0.0"),
+            &format!("{}/{repo}@{digest}", upstream.addr),
+        );
+        assert_eq!(
+            c.publish_signed(&m.acme_token, &def, &[&m.acme]).await.0,
+            201,
+            "{repo}"
+        );
+    }
+    let image = |i: usize| format!("{}/{}@{}", upstream.addr, digests[i].0, digests[i].1);
+
+    let good = until_status(&m.data, &image(0), "mirrored").await;
+    assert_eq!(good["verifiedBy"], key_id.as_str(), "{good}");
+    until_served(
+        &server,
+        &direct(&upstream.addr, "acme/good"),
+        &digests[0].1,
+        Duration::from_secs(10),
+    )
+    .await;
+    let page = reqwest::get(format!("{}/plugins/acme/good", server.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(&format!("image signature verified by {}", &key_id[..16])),
+        "{page}"
+    );
+
+    let refused = until_status(&m.data, &image(1), "failed").await;
+    let error = refused["lastError"].as_str().unwrap();
+    assert!(
+        error.contains("does not verify with any registered key"),
+        "{error}"
+    );
+    let unsigned = until_status(&m.data, &image(2), "failed").await;
+    let error = unsigned["lastError"].as_str().unwrap();
+    assert!(error.contains("no cosign signature"), "{error}");
+    for (repo, digest) in &digests[1..] {
+        let r = reqwest::get(format!(
+            "{}/v2/{}/manifests/{digest}",
+            server.url,
+            direct(&upstream.addr, repo)
+        ))
+        .await
+        .unwrap();
+        assert_eq!(r.status(), 404, "{repo} must not be served");
+    }
 }

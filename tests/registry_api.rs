@@ -171,7 +171,7 @@ async fn scene(mirrored: bool) -> Scene {
             (tag("sig"), d(&img.signature)),
         ];
         store
-            .record_mirrored(jobs[0].id, &rows, &tags, NOW)
+            .record_mirrored(jobs[0].id, &rows, &tags, None, NOW)
             .await
             .unwrap();
     }

@@ -72,6 +72,12 @@ struct KeySet {
     /// Signatures required on the publisher's metadata; defaults to 1.
     #[arg(long, default_value_t = 1)]
     threshold: u64,
+    /// A cosign public key (PEM, as `cosign generate-key-pair` writes `cosign.pub`) the
+    /// publisher signs its images with; repeat for several. Once registered, the
+    /// publisher's images are served only with a cosign signature by one of them.
+    /// Replaces the registered ones when given.
+    #[arg(long = "cosign-key", value_name = "PEM_FILE")]
+    cosign_keys: Vec<PathBuf>,
 }
 
 impl KeySet {
@@ -82,6 +88,40 @@ impl KeySet {
             .map(|k| PublicKey::parse(k).with_context(|| format!("--key {k}")))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(keys)
+    }
+
+    /// The cosign keys as (id, PEM), each checked before anything is stored.
+    fn cosign(&self) -> anyhow::Result<Vec<(String, String)>> {
+        self.cosign_keys
+            .iter()
+            .map(|path| {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("--cosign-key {}", path.display()))?;
+                let key = crate::mirror::signature::CosignKey::parse(&text)
+                    .map_err(|why| anyhow::anyhow!("--cosign-key {}: {why}", path.display()))?;
+                Ok((key.id, key.pem))
+            })
+            .collect()
+    }
+
+    /// Registers the cosign keys given, if any, and says so.
+    async fn store_cosign(
+        &self,
+        store: &Store,
+        name: &str,
+        cosign: &[(String, String)],
+        now: i64,
+    ) -> anyhow::Result<()> {
+        if self.cosign_keys.is_empty() {
+            return Ok(());
+        }
+        store.set_cosign_keys(name, cosign, now).await?;
+        for (id, _) in cosign {
+            println!(
+                "  cosign key {id}: {name}'s images are served only when signed by a registered key"
+            );
+        }
+        Ok(())
     }
 
     /// `T of N key(s)` and one key id per line.
@@ -133,8 +173,10 @@ async fn command(
     match command {
         PublisherCommand::Add { name, keys: set } => {
             let keys = set.parse()?;
+            let cosign = set.cosign()?;
             let token = publishers::add(store, &name, &keys, set.threshold, now).await?;
             println!("publisher {name} added: {}", set.describe(&keys));
+            set.store_cosign(store, &name, &cosign, now).await?;
             println!("API token (shown once; the server keeps only its hash):");
             println!("{token}");
         }
@@ -194,8 +236,10 @@ async fn command(
         }
         PublisherCommand::RotateKey { name, keys: set } => {
             let keys = set.parse()?;
+            let cosign = set.cosign()?;
             let delegated = publishers::rotate(store, &name, &keys, set.threshold).await?;
             println!("publisher {name} now signs with {}", set.describe(&keys));
+            set.store_cosign(store, &name, &cosign, now).await?;
             if delegated {
                 println!(
                     "uploads signed by the old keys are refused from now on; the signed index \

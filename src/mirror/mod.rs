@@ -13,6 +13,7 @@
 //! HTTP serving.
 
 mod pull;
+pub mod signature;
 pub mod upstreams;
 
 use std::collections::HashMap;
@@ -38,6 +39,9 @@ pub enum MirrorError {
     Blob { what: String, error: BlobError },
     #[error("{what}: {detail}")]
     Invalid { what: String, detail: String },
+    /// The publisher registered cosign keys and no signature by one vouches for the image.
+    #[error("{what}: {detail}")]
+    Signature { what: String, detail: String },
     #[error("{0}")]
     Store(#[from] StoreError),
 }
@@ -200,7 +204,13 @@ impl Mirror {
         match result {
             Ok(pulled) => {
                 self.store
-                    .record_mirrored(job.id, &pulled.content, &pulled.tags, now)
+                    .record_mirrored(
+                        job.id,
+                        &pulled.content,
+                        &pulled.tags,
+                        pulled.verified_by.as_deref(),
+                        now,
+                    )
                     .await?;
                 let bytes: u64 = pulled.content.iter().map(|c| c.size).sum();
                 tracing::info!(
@@ -232,7 +242,18 @@ impl Mirror {
             .unwrap_or_else(|| Upstream::default_for(&job.host));
         let client = self.client(&upstream)?;
         let auth: RegistryAuth = upstream.auth();
+        // Keys were checked when registered; one that no longer parses counts as absent
+        // from the policy but is reported, so the image is not served unverified by it.
+        let mut keys = Vec::new();
+        for (id, pem) in self.store.cosign_keys_for_image(job.id).await? {
+            let key = signature::CosignKey::parse(&pem).map_err(|why| MirrorError::Signature {
+                what: format!("cosign key {id}"),
+                detail: why,
+            })?;
+            keys.push(key);
+        }
         pull::Puller {
+            keys: &keys,
             from: upstream.pull_from(),
             client: &client,
             auth: &auth,

@@ -12,6 +12,7 @@ use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::secrets::RegistryAuth;
 
 use super::MirrorError;
+use super::signature::{self, CosignKey, MAX_PAYLOAD_BYTES, SIGNATURE_ANNOTATION, SIMPLE_SIGNING};
 use crate::blob::{BlobStore, Digest, once};
 use crate::registry::Descriptor;
 use crate::registry::manifest::{ACCEPTED, MAX_MANIFEST_BYTES, Manifest};
@@ -22,6 +23,8 @@ use crate::store::{Content, ContentKind, MirrorJob};
 pub(super) struct Pulled {
     pub content: Vec<Content>,
     pub tags: Vec<(String, String)>,
+    /// The registered cosign key whose signature of the image verified.
+    pub verified_by: Option<String>,
 }
 
 pub(super) struct Puller<'a> {
@@ -33,6 +36,8 @@ pub(super) struct Puller<'a> {
     pub job: &'a MirrorJob,
     /// Blob downloads in flight.
     pub parallel: usize,
+    /// Cosign keys one of which must have signed the image; empty: no policy.
+    pub keys: &'a [CosignKey],
 }
 
 impl Puller<'_> {
@@ -61,6 +66,7 @@ impl Puller<'_> {
                 what: format!("{}@{pinned}", self.place()),
             })?;
         let mut images = Vec::new();
+        let mut signatures = Vec::new();
         for child in top.1.children() {
             let (content, manifest) = self.child(child).await?;
             out.content.push(content);
@@ -80,6 +86,9 @@ impl Puller<'_> {
             if let Some((content, manifest)) = self.manifest(&reference, None, None).await? {
                 out.tags.push((tag, content.digest.clone()));
                 out.content.push(content);
+                if suffix == "sig" {
+                    signatures.push(manifest.clone());
+                }
                 images.push(manifest);
             }
         }
@@ -100,7 +109,62 @@ impl Puller<'_> {
             .try_collect()
             .await?;
         out.content.extend(fetched);
+        if !self.keys.is_empty() {
+            out.verified_by = Some(self.signed(&pinned, &signatures).await?);
+        }
         Ok(out)
+    }
+
+    /// The id of a registered key one of whose signatures (stored by now) vouches for
+    /// `pinned`, or why none does.
+    async fn signed(
+        &self,
+        pinned: &Digest,
+        signatures: &[Manifest],
+    ) -> Result<String, MirrorError> {
+        let what = || format!("{}@{pinned}", self.place());
+        let ids: Vec<&str> = self.keys.iter().map(|k| CosignKey::short(&k.id)).collect();
+        let mut reasons = Vec::new();
+        for layer in signatures.iter().flat_map(|m| m.blobs()) {
+            let Some(sig) = layer
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(SIGNATURE_ANNOTATION))
+                .filter(|_| layer.media_type == SIMPLE_SIGNING)
+            else {
+                continue;
+            };
+            let payload = crate::blob::read_small(self.blobs, &layer.digest, MAX_PAYLOAD_BYTES)
+                .await
+                .map_err(|error| MirrorError::Blob {
+                    what: what(),
+                    error,
+                })?
+                .ok_or_else(|| MirrorError::Invalid {
+                    what: what(),
+                    detail: format!("signature payload {} was not stored", layer.digest),
+                })?;
+            match signature::verify(self.keys, &payload, sig, pinned) {
+                Ok(key) => return Ok(key),
+                Err(why) => reasons.push(format!("{}: {why}", layer.digest)),
+            }
+        }
+        Err(MirrorError::Signature {
+            what: what(),
+            detail: if reasons.is_empty() {
+                format!(
+                    "no cosign signature (tag sha256-{}.sig); the publisher requires one by {}",
+                    pinned.hex(),
+                    ids.join(", ")
+                )
+            } else {
+                format!(
+                    "no cosign signature verifies with {} ({})",
+                    ids.join(", "),
+                    reasons.join("; ")
+                )
+            },
+        })
     }
 
     /// A platform manifest an index lists: pulled by digest, its size as listed.

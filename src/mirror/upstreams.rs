@@ -286,7 +286,10 @@ mod tests {
         hosts.sort();
         assert_eq!(hosts, ["127.0.0.1:5000", "ghcr.io", "reg.example:5000"]);
         assert_eq!(u.get("ghcr.io").unwrap().pull_from(), "127.0.0.1:5000");
-        assert_eq!(u.get("reg.example:5000").unwrap().pull_from(), "reg.example:5000");
+        assert_eq!(
+            u.get("reg.example:5000").unwrap().pull_from(),
+            "reg.example:5000"
+        );
         let reg = u.get("reg.example:5000").unwrap();
         assert!(
             matches!(reg.auth(), RegistryAuth::Basic(ref user, ref pw) if user == "alice" && pw == "s3cret")
@@ -319,7 +322,10 @@ mod tests {
                 "listed twice",
             ),
             ("otherHosts: maybe\n", "maybe"),
-            ("upstreams:\n  - host: x.io\n    endpoint: 'a b'\n", "endpoint must be"),
+            (
+                "upstreams:\n  - host: x.io\n    endpoint: 'a b'\n",
+                "endpoint must be",
+            ),
         ];
         for (yaml, why) in cases {
             let path = dir.path().join("u.yaml");

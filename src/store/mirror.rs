@@ -65,6 +65,8 @@ pub struct MirrorStatus {
     pub last_error: Option<String>,
     /// Bytes of every manifest and blob, once mirrored.
     pub size: Option<i64>,
+    /// The cosign key that verified the image's signature, when a policy applied.
+    pub verified_by: Option<String>,
     pub updated_at: i64,
 }
 
@@ -85,8 +87,7 @@ pub struct Referrer {
     pub annotations: Option<String>,
 }
 
-const STATUS_COLUMNS: &str =
-    "host, repository, digest, status, attempts, next_attempt_at, last_error, size, updated_at";
+const STATUS_COLUMNS: &str = "host, repository, digest, status, attempts, next_attempt_at, last_error, size, signature_key, updated_at";
 
 fn status_row(r: &sqlx::sqlite::SqliteRow) -> MirrorStatus {
     let status: String = r.get("status");
@@ -100,6 +101,7 @@ fn status_row(r: &sqlx::sqlite::SqliteRow) -> MirrorStatus {
         attempts: r.get("attempts"),
         last_error: r.get("last_error"),
         size: r.get("size"),
+        verified_by: r.get("signature_key"),
         updated_at: r.get("updated_at"),
     }
 }
@@ -225,13 +227,65 @@ impl Store {
         Ok(())
     }
 
+    /// Replaces the cosign public keys (id, PEM) registered for `publisher`.
+    pub async fn set_cosign_keys(
+        &self,
+        publisher: &str,
+        keys: &[(String, String)],
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let id: Option<i64> = sqlx::query_scalar("SELECT id FROM publishers WHERE name = ?")
+            .bind(publisher)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let id = id.ok_or_else(|| StoreError::NoSuchPublisher(publisher.to_owned()))?;
+        sqlx::query("DELETE FROM publisher_cosign_keys WHERE publisher_id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        for (key_id, pem) in keys {
+            sqlx::query(
+                "INSERT INTO publisher_cosign_keys (publisher_id, key_id, pem, added_at) VALUES (?, ?, ?, ?)
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(id)
+            .bind(key_id)
+            .bind(pem)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The cosign keys (id, PEM) of every publisher whose published versions pin image
+    /// `id`: when there are any, the image is served only with a signature by one.
+    pub async fn cosign_keys_for_image(
+        &self,
+        id: i64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT DISTINCT k.key_id, k.pem FROM publisher_cosign_keys k
+             JOIN plugins p ON p.publisher_id = k.publisher_id
+             JOIN plugin_versions v ON v.plugin_id = p.id
+             WHERE v.image_id = ? ORDER BY k.key_id",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// Records a finished mirror: what the image consists of and its tags replace what
     /// was recorded before, and the image becomes servable, in one transaction.
+    /// `verified_by` is the cosign key that verified its signature, if a policy applied.
     pub async fn record_mirrored(
         &self,
         id: i64,
         content: &[Content],
         tags: &[(String, String)],
+        verified_by: Option<&str>,
         now: i64,
     ) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
@@ -276,9 +330,10 @@ impl Store {
         }
         sqlx::query(
             "UPDATE mirror_images SET status = 'mirrored', attempts = 0, last_error = NULL,
-               size = ?, leased_until = 0, updated_at = ? WHERE id = ?",
+               size = ?, signature_key = ?, leased_until = 0, updated_at = ? WHERE id = ?",
         )
         .bind(size)
+        .bind(verified_by)
         .bind(now)
         .bind(id)
         .execute(&mut *tx)

@@ -113,6 +113,9 @@ pub struct ImageMirror {
     pub error: Option<String>,
     /// When a failed mirror is tried again (Unix seconds).
     pub next_attempt_at: Option<i64>,
+    /// The cosign key (id) whose signature of the image verified, when the publisher
+    /// registered keys.
+    pub verified_by: Option<String>,
 }
 
 fn image_mirror(r: &sqlx::sqlite::SqliteRow) -> Option<ImageMirror> {
@@ -125,6 +128,7 @@ fn image_mirror(r: &sqlx::sqlite::SqliteRow) -> Option<ImageMirror> {
             None
         },
         size: r.get("mirror_size"),
+        verified_by: r.get("mirror_signature_key"),
         status,
     })
 }
@@ -247,7 +251,8 @@ impl Store {
         let rows = sqlx::query(
             "SELECT v.version, v.canonical, v.major, v.hash, v.image, v.published_at, v.yanked,
                     v.signer_key_ids, m.status AS mirror_status, m.size AS mirror_size,
-                    m.last_error AS mirror_error, m.next_attempt_at AS mirror_next
+                    m.last_error AS mirror_error, m.next_attempt_at AS mirror_next,
+                    m.signature_key AS mirror_signature_key
              FROM plugin_versions v LEFT JOIN mirror_images m ON m.id = v.image_id
              WHERE v.plugin_id = ?",
         )
@@ -288,7 +293,8 @@ impl Store {
         let row = sqlx::query(
             "SELECT v.version, v.major, v.hash, v.image, v.published_at, v.yanked, v.definition,
                     v.signer_key_ids, m.status AS mirror_status, m.size AS mirror_size,
-                    m.last_error AS mirror_error, m.next_attempt_at AS mirror_next
+                    m.last_error AS mirror_error, m.next_attempt_at AS mirror_next,
+                    m.signature_key AS mirror_signature_key
              FROM plugin_versions v LEFT JOIN mirror_images m ON m.id = v.image_id
              WHERE v.plugin_id = ? AND v.canonical = ?",
         )

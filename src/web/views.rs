@@ -349,8 +349,13 @@ impl PluginPage {
 fn mirror_text(m: &crate::store::ImageMirror) -> (String, String) {
     let text = match m.status.as_str() {
         "mirrored" => format!(
-            "Mirrored here ({:.1} MiB); clusters can pull it from this marketplace",
-            m.size.unwrap_or(0) as f64 / 1_048_576.0
+            "Mirrored here ({:.1} MiB); clusters can pull it from this marketplace{}",
+            m.size.unwrap_or(0) as f64 / 1_048_576.0,
+            // Key ids are 64 hex digits; 16 tell them apart on a page.
+            m.verified_by.as_deref().map_or(String::new(), |k| format!(
+                "; image signature verified by {}",
+                &k[..k.len().min(16)]
+            ))
         ),
         "mirroring" => "Being mirrored now".to_owned(),
         "failed" => {

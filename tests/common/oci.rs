@@ -349,7 +349,7 @@ pub fn signature(
     dir: &Path,
     repository: &str,
     image: &str,
-    signature_b64: &str,
+    sign: impl Fn(&[u8]) -> String,
 ) -> (Layout, String, Vec<u8>) {
     let mut layout = Layout::new(dir);
     let payload = serde_json::json!({
@@ -371,7 +371,7 @@ pub fn signature(
             "mediaType": "application/vnd.dev.cosign.simplesigning.v1+json",
             "digest": layout.blob(&payload),
             "size": payload.len(),
-            "annotations": {"dev.cosignproject.cosign/signature": signature_b64},
+            "annotations": {"dev.cosignproject.cosign/signature": sign(&payload)},
         }],
     })
     .to_string()
@@ -389,5 +389,74 @@ pub fn layout_blobs(dir: &Path) -> Vec<String> {
         .map(|e| format!("sha256:{}", e.unwrap().file_name().to_string_lossy()))
         .collect();
     out.sort();
+    out
+}
+
+/// An ECDSA P-256 key pair as cosign makes them (`openssl` here): private PEM, public PEM.
+pub fn cosign_key(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let private = dir.join(format!("{name}.key"));
+    let public = dir.join(format!("{name}.pub"));
+    let run = |args: &[&str]| {
+        let o = Command::new("openssl")
+            .args(args)
+            .output()
+            .expect("openssl runs");
+        assert!(
+            o.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    run(&[
+        "ecparam",
+        "-name",
+        "prime256v1",
+        "-genkey",
+        "-noout",
+        "-out",
+        private.to_str().unwrap(),
+    ]);
+    run(&[
+        "ec",
+        "-in",
+        private.to_str().unwrap(),
+        "-pubout",
+        "-out",
+        public.to_str().unwrap(),
+    ]);
+    (private, public)
+}
+
+/// `payload` signed as `cosign sign` does (ECDSA over its sha256, DER), in base64.
+pub fn cosign_sign(private: &Path, payload: &[u8]) -> String {
+    let mut child = Command::new("openssl")
+        .args(["dgst", "-sha256", "-sign"])
+        .arg(private)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("openssl runs");
+    child.stdin.take().unwrap().write_all(payload).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    base64_encode(&out.stdout)
+}
+
+fn base64_encode(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
     out
 }
