@@ -548,9 +548,20 @@ async fn images_of_an_unreachable_host_are_pulled_from_the_configured_endpoint()
         ),
     )
     .unwrap();
+    // This site also restricts pulls to holders of a token.
+    let token = "site-pull-token-0123456789";
+    let tokens = dir.path().join("pull-tokens");
+    std::fs::write(&tokens, format!("# cluster nodes\n{token}\n")).unwrap();
     let server = Server::start_with(
         &m.data,
-        &["--mirror", "on", "--upstreams", upstreams.to_str().unwrap()],
+        &[
+            "--mirror",
+            "on",
+            "--upstreams",
+            upstreams.to_str().unwrap(),
+            "--registry-token-file",
+            tokens.to_str().unwrap(),
+        ],
     );
     let image = format!("registry.example.com/acme/tool@{index_digest}");
     let def = with_image(&definition("gateway", "edge", "1.0.0"), &image);
@@ -559,21 +570,42 @@ async fn images_of_an_unreachable_host_are_pulled_from_the_configured_endpoint()
         c.publish_signed(&m.acme_token, &def, &[&m.acme]).await.0,
         201
     );
-    until_served(
-        &server,
-        "registry.example.com/acme/tool",
-        &index_digest,
-        Duration::from_secs(60),
-    )
-    .await;
-    let r = reqwest::get(format!(
-        "{}/v2/acme/tool/manifests/{index_digest}?ns=registry.example.com",
-        server.url
-    ))
-    .await
-    .unwrap();
+    until_status(&m.data, &image, "mirrored").await;
+    let r = reqwest::Client::new()
+        .get(format!(
+            "{}/v2/acme/tool/manifests/{index_digest}?ns=registry.example.com",
+            server.url
+        ))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.bytes().await.unwrap().as_ref(), index.as_slice());
+    // skopeo with the token as a password pulls; without it, it is refused.
+    let ours = server.url.trim_start_matches("http://");
+    let reference = format!("docker://{ours}/registry.example.com/acme/tool@{index_digest}");
+    let inspected = oci::skopeo(&[
+        "inspect",
+        "--raw",
+        "--tls-verify=false",
+        &format!("--creds=node:{token}"),
+        &reference,
+    ]);
+    assert_eq!(inspected.as_bytes(), index.as_slice());
+    let refused = std::process::Command::new("skopeo")
+        .args([
+            "--insecure-policy",
+            "inspect",
+            "--raw",
+            "--tls-verify=false",
+            &reference,
+        ])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("unauthorized"), "{stderr}");
 }
 
 /// A publisher registers a cosign key: its image signed with that key is mirrored and

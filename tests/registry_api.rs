@@ -513,3 +513,62 @@ async fn bad_names_digests_and_pushes_get_the_spec_errors() {
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.headers["docker-distribution-api-version"], "registry/2.0");
 }
+
+#[tokio::test]
+async fn with_pull_tokens_every_route_needs_one() {
+    let mut s = scene(true).await;
+    let token = "a-pull-token-long-enough";
+    s.state.pull_tokens = Some(Arc::new(
+        [marketplace::token::hash(token)].into_iter().collect(),
+    ));
+    let index = d(&s.img.index);
+    let manifest = format!("/v2/127.0.0.1_5000/acme/tool/manifests/{index}");
+    for uri in [
+        "/v2/",
+        manifest.as_str(),
+        "/v2/127.0.0.1_5000/acme/tool/tags/list",
+    ] {
+        let r = req(&s, "GET", uri, &[]).await;
+        assert_eq!(
+            (r.status, oci_error(&r).as_str()),
+            (StatusCode::UNAUTHORIZED, "UNAUTHORIZED"),
+            "{uri}"
+        );
+        assert_eq!(
+            r.headers["www-authenticate"],
+            "Basic realm=\"marketplace registry\""
+        );
+    }
+    // Nothing is revealed without a token: not even whether a repository exists.
+    let r = req(&s, "GET", "/v2/127.0.0.1_5000/acme/nothing/tags/list", &[]).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    let bearer = format!("Bearer {token}");
+    let basic = format!("Basic {}", base64(format!("anyone:{token}").as_bytes()));
+    for auth in [bearer.as_str(), basic.as_str()] {
+        let r = req(&s, "GET", &manifest, &[("authorization", auth)]).await;
+        assert_eq!(r.status, StatusCode::OK, "{auth}");
+    }
+    for wrong in ["Bearer nope-nope-nope-nope", "Basic bm9wZQ==", "Token x"] {
+        let r = req(&s, "GET", &manifest, &[("authorization", wrong)]).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{wrong}");
+    }
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            out.push(if i <= chunk.len() {
+                A[(n >> (18 - 6 * i) & 63) as usize] as char
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}

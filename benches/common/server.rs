@@ -31,9 +31,21 @@ impl Server {
         log: Option<&str>,
         log_file: Option<&Path>,
     ) -> Result<Server, BoxError> {
+        Server::start_args(data_dir, log, log_file, &[])
+    }
+
+    /// [`Server::start_with`] with more `serve` arguments (they override the
+    /// environment, so `--mirror on` turns the mirror on).
+    pub(crate) fn start_args(
+        data_dir: &Path,
+        log: Option<&str>,
+        log_file: Option<&Path>,
+        args: &[&str],
+    ) -> Result<Server, BoxError> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_marketplace"));
         cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
+            .args(args)
             .env_remove("MARKETPLACE_LOG")
             // The built-ins pin images on the internet: benchmarks stay on loopback.
             .env("MARKETPLACE_MIRROR", "off")

@@ -24,12 +24,14 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
 
 #[path = "../catalog/generate.rs"]
 #[allow(dead_code)] // the catalog benchmark uses the rest
 mod generate;
+#[path = "../common/nginx.rs"]
+mod nginx;
 #[path = "../common/seed.rs"]
 #[allow(dead_code)] // the publish benchmark uses the rest
 mod seed;
@@ -37,6 +39,7 @@ mod seed;
 #[allow(dead_code)] // the other benchmarks use the rest
 mod server;
 
+use nginx::Nginx;
 use server::{Server, env_number};
 
 type BoxError = Box<dyn std::error::Error>;
@@ -90,7 +93,19 @@ async fn run() -> Result<bool, BoxError> {
         std::env::var("BENCH_SERVER_LOG").ok().as_deref(),
         Some(&log_file),
     )?;
-    let nginx = Nginx::start(dir.path(), &export)?;
+    let location = format!("location /tuf/ {{ alias {}/; }}", export.display());
+    // gzip_static: precompressed files, as ours are; the second listener compresses on
+    // every request instead (for information).
+    let nginx = Nginx::start(
+        dir.path(),
+        "gzip on; gzip_types application/json; gzip_min_length 1024; gzip_vary on;",
+        &[
+            format!("gzip_static on; {location}"),
+            format!("gzip_static off; {location}"),
+        ],
+    )?;
+    let nginx_base = format!("{}/tuf", nginx.bases[0]);
+    let nginx_fly_base = format!("{}/tuf", nginx.bases[1]);
     let http = reqwest::Client::new();
 
     // The three files: timestamp.json, a target of the first publisher, its role.
@@ -148,10 +163,10 @@ async fn run() -> Result<bool, BoxError> {
     println!("\nfiles (identical bytes from both servers, decompressed where gzip was asked):");
     for case in &cases {
         let ours = fetch(&http, &format!("{base}/{}", case.path), case.gzip).await?;
-        let theirs = fetch(&http, &format!("{}/{}", nginx.base, case.path), case.gzip).await?;
+        let theirs = fetch(&http, &format!("{}/{}", nginx_base, case.path), case.gzip).await?;
         let fly = fetch(
             &http,
-            &format!("{}/{}", nginx.fly_base, case.path),
+            &format!("{}/{}", nginx_fly_base, case.path),
             case.gzip,
         )
         .await?;
@@ -191,7 +206,7 @@ async fn run() -> Result<bool, BoxError> {
     // each request (`store::Stamp`).
     for case in &cases {
         wrk(&format!("{base}/{}", case.path), case.gzip, 2)?;
-        wrk(&format!("{}/{}", nginx.base, case.path), case.gzip, 2)?;
+        wrk(&format!("{}/{}", nginx_base, case.path), case.gzip, 2)?;
     }
     println!(
         "{:<42} {:>11} {:>11} {:>7}",
@@ -201,7 +216,7 @@ async fn run() -> Result<bool, BoxError> {
         let (mut ours, mut theirs, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
             let o = wrk(&format!("{base}/{}", case.path), case.gzip, seconds)?;
-            let n = wrk(&format!("{}/{}", nginx.base, case.path), case.gzip, seconds)?;
+            let n = wrk(&format!("{}/{}", nginx_base, case.path), case.gzip, seconds)?;
             ours.push(o);
             theirs.push(n);
             ratios.push(o / n);
@@ -226,7 +241,7 @@ async fn run() -> Result<bool, BoxError> {
         (0..rounds)
             .map(|_| {
                 wrk(
-                    &format!("{}/{}", nginx.fly_base, role_case.path),
+                    &format!("{}/{}", nginx_fly_base, role_case.path),
                     true,
                     seconds,
                 )
@@ -326,114 +341,4 @@ fn precompress(dir: &Path) -> Result<usize, BoxError> {
         n += 1;
     }
     Ok(n)
-}
-
-/// nginx as a child process (`daemon off`), killed when dropped.
-struct Nginx {
-    child: Child,
-    /// `gzip_static on`: precompressed files, as our server serves them.
-    base: String,
-    /// `gzip on` only: compressed on every request.
-    fly_base: String,
-}
-
-impl Nginx {
-    fn start(dir: &Path, export: &Path) -> Result<Nginx, BoxError> {
-        let prefix = dir.join("nginx");
-        std::fs::create_dir_all(prefix.join("logs"))?;
-        let (p1, p2) = free_ports()?;
-        let export = export.display();
-        let server = |port: u16, gzip_static: &str| {
-            format!(
-                "server {{
-        listen 127.0.0.1:{port} reuseport;
-        gzip_static {gzip_static};
-        location /tuf/ {{ alias {export}/; }}
-    }}"
-            )
-        };
-        // Every setting that makes nginx fast on small static files is on: fairness
-        // means nginx at its best, not at its defaults.
-        let conf = format!(
-            "worker_processes auto;
-user root;
-pid {prefix}/nginx.pid;
-error_log {prefix}/logs/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    types {{ application/json json; application/yaml yaml; }}
-    default_type application/octet-stream;
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    tcp_nodelay on;
-    keepalive_timeout 65;
-    keepalive_requests 1000000;
-    open_file_cache max=20000 inactive=60s;
-    open_file_cache_valid 60s;
-    etag on;
-    gzip on;
-    gzip_types application/json;
-    gzip_min_length 1024;
-    gzip_vary on;
-    client_body_temp_path {prefix}/body;
-    {}
-    {}
-}}
-",
-            server(p1, "on"),
-            server(p2, "off"),
-            prefix = prefix.display(),
-        );
-        let conf_path = prefix.join("nginx.conf");
-        std::fs::write(&conf_path, conf)?;
-        let child = Command::new("nginx")
-            .arg("-p")
-            .arg(&prefix)
-            .arg("-c")
-            .arg(&conf_path)
-            .args(["-g", "daemon off;"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("starting nginx (Debian package `nginx-light`): {e}"))?;
-        let nginx = Nginx {
-            child,
-            base: format!("http://127.0.0.1:{p1}/tuf"),
-            fly_base: format!("http://127.0.0.1:{p2}/tuf"),
-        };
-        // Ready once both ports accept connections.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        for port in [p1, p2] {
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                if Instant::now() > deadline {
-                    return Err(format!("nginx did not listen on port {port}").into());
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        }
-        Ok(nginx)
-    }
-}
-
-impl Drop for Nginx {
-    /// SIGTERM, so the master stops its workers too (SIGKILL would leave them running).
-    fn drop(&mut self) {
-        let stopped = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !stopped {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-    }
-}
-
-/// Two ports free right now (the OS picks them; nginx binds them a moment later).
-fn free_ports() -> Result<(u16, u16), BoxError> {
-    let a = std::net::TcpListener::bind("127.0.0.1:0")?;
-    let b = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok((a.local_addr()?.port(), b.local_addr()?.port()))
 }

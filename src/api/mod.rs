@@ -56,6 +56,9 @@ pub struct AppState {
     pub files: Arc<crate::trust::files::Files>,
     /// Mirrored images for `/v2/`; without it the registry serves nothing.
     pub registry: Option<crate::registry::Registry>,
+    /// When set, `/v2/` answers only requests carrying one of these tokens (kept as
+    /// hex sha256); anonymous pulls otherwise.
+    pub pull_tokens: Option<Arc<std::collections::HashSet<String>>>,
 }
 
 impl AppState {
@@ -70,6 +73,7 @@ impl AppState {
             auth_limits: Default::default(),
             trust_forwarded_for: false,
             registry: None,
+            pull_tokens: None,
         }
     }
 }

@@ -66,6 +66,12 @@ pub fn render(e: HttpError) -> Response {
             .headers_mut()
             .insert(header::RETRY_AFTER, secs.into());
     }
+    if e.code == ErrorCode::Unauthorized {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"marketplace registry\""),
+        );
+    }
     response
 }
 
@@ -119,8 +125,70 @@ struct Query {
     artifact_type: Option<String>,
 }
 
-async fn base() -> Response {
+async fn base(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorized(&state, &headers) {
+        return render(e);
+    }
     ([API_VERSION], axum::Json(serde_json::json!({}))).into_response()
+}
+
+/// With pull tokens configured, a request must carry one: `Authorization: Bearer TOKEN`
+/// (containerd with a `hosts.toml` header, `skopeo --registry-token`) or Basic with the
+/// token as the password (`docker login`, `skopeo --creds`; the user name is ignored).
+/// The challenge asks for Basic: there is no token server to send clients to.
+fn authorized(state: &AppState, headers: &HeaderMap) -> Result<(), HttpError> {
+    let Some(tokens) = &state.pull_tokens else {
+        return Ok(());
+    };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            let (scheme, rest) = v.split_once(' ')?;
+            match scheme.to_ascii_lowercase().as_str() {
+                "bearer" => Some(rest.trim().to_owned()),
+                "basic" => {
+                    let decoded = base64_decode(rest.trim())?;
+                    let text = String::from_utf8(decoded).ok()?;
+                    Some(text.split_once(':')?.1.to_owned())
+                }
+                _ => None,
+            }
+        });
+    if presented.is_some_and(|t| tokens.contains(&crate::token::hash(&t))) {
+        return Ok(());
+    }
+    Err(HttpError::unauthorized(
+        "this registry needs a pull token (Bearer, or Basic with the token as password)",
+    ))
+}
+
+/// Standard base64, as Basic credentials are written; `None` when malformed.
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let value = |c: u8| -> Option<u32> {
+        Some(u32::from(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        }))
+    };
+    let s = s.trim_end_matches('=').as_bytes();
+    if s.len() > 4096 || s.len() % 4 == 1 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    for chunk in s.chunks(4) {
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            n |= value(c)? << (18 - 6 * i);
+        }
+        let bytes = n.to_be_bytes();
+        out.extend_from_slice(&bytes[1..chunk.len()]);
+    }
+    Some(out)
 }
 
 /// What a `/v2/NAME/...` path asks for.
@@ -178,6 +246,7 @@ async fn answer(
     uri: &axum::http::Uri,
     headers: &HeaderMap,
 ) -> Result<Response, HttpError> {
+    authorized(state, headers)?;
     let rest = uri.path().strip_prefix("/v2/").unwrap_or_default();
     if rest.contains("/blobs/uploads") {
         return Err(unsupported("pushing blobs"));
@@ -501,6 +570,15 @@ mod tests {
         ] {
             assert_eq!(part(whole), None, "{whole}");
         }
+    }
+
+    #[test]
+    fn basic_credentials_decode() {
+        assert_eq!(base64_decode("dXNlcjpzM2NyZXQ=").unwrap(), b"user:s3cret");
+        assert_eq!(base64_decode("YQ").unwrap(), b"a");
+        assert_eq!(base64_decode("YWI").unwrap(), b"ab");
+        assert!(base64_decode("not base64!").is_none());
+        assert!(base64_decode("Y").is_none());
     }
 
     #[test]

@@ -63,6 +63,10 @@ pub struct ServeArgs {
     /// that died) before another takes it over.
     #[arg(long, env = "MARKETPLACE_MIRROR_LEASE", default_value = "5m", value_parser = super::repo::parse_duration)]
     mirror_lease: std::time::Duration,
+    /// Restrict `/v2/` to clients with a token: a file of tokens, one per line (blank
+    /// lines and `#` comments ignored). Pulls are anonymous without it.
+    #[arg(long, env = "MARKETPLACE_REGISTRY_TOKEN_FILE")]
+    registry_token_file: Option<PathBuf>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -139,6 +143,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         args.tuf_cache_mib.saturating_mul(1 << 20),
     ));
     state.registry = Some(registry.0);
+    if let Some(path) = &args.registry_token_file {
+        state.pull_tokens = Some(std::sync::Arc::new(read_pull_tokens(path)?));
+    }
     let stop_mirror = std::sync::Arc::new(tokio::sync::Notify::new());
     let mirror = registry.1.map(|m| {
         let stop = stop_mirror.clone();
@@ -155,6 +162,29 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Pull tokens, one per line, kept only as their sha256.
+fn read_pull_tokens(path: &std::path::Path) -> anyhow::Result<std::collections::HashSet<String>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading --registry-token-file {}", path.display()))?;
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    if lines.is_empty() {
+        anyhow::bail!("--registry-token-file {} holds no token", path.display());
+    }
+    if let Some(short) = lines.iter().find(|l| l.len() < 16) {
+        anyhow::bail!(
+            "--registry-token-file {}: a token of {} characters is too easy to guess; use at least 16 (e.g. `openssl rand -hex 32`)",
+            path.display(),
+            short.len()
+        );
+    }
+    tracing::info!(tokens = lines.len(), "/v2/ needs a pull token");
+    Ok(lines.into_iter().map(crate::token::hash).collect())
 }
 
 /// The blob store and registry under the data directory, and the mirror unless it is

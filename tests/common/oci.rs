@@ -304,9 +304,15 @@ pub fn noise(seed: &str, len: usize) -> Vec<u8> {
 /// A two-platform image (linux/amd64 and linux/arm64), each one layer of about
 /// `layer_bytes`, written to `dir` and tagged `tag`. Returns the layout and the index.
 pub fn two_platform(dir: &Path, tag: &str, layer_bytes: usize) -> (Layout, Vec<u8>) {
+    image(dir, tag, &["amd64", "arm64"], layer_bytes)
+}
+
+/// An image index over one linux platform per entry of `arches`, each one layer of
+/// about `layer_bytes`.
+pub fn image(dir: &Path, tag: &str, arches: &[&str], layer_bytes: usize) -> (Layout, Vec<u8>) {
     let mut layout = Layout::new(dir);
     let mut entries = Vec::new();
-    for arch in ["amd64", "arm64"] {
+    for &arch in arches {
         let archive = tar(&format!("hello-{arch}.txt"), &noise(arch, layer_bytes));
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::none());
         gz.write_all(&archive).unwrap();
