@@ -26,9 +26,11 @@ use super::{Blob, BlobError, BlobStore, ByteStream, Digest, Listed};
 /// The largest blob accepted when the caller does not know its size.
 pub const MAX_UNSIZED_BYTES: u64 = 32 * 1024 * 1024 * 1024;
 /// Bytes per read when serving a blob: large enough that a multi-gigabyte layer costs
-/// few thread hand-offs, small enough that a slow client holds little memory.
-const READ_CHUNK: usize = 512 * 1024;
-/// Chunks queued between the network and the writer, or the reader and the client.
+/// few thread hand-offs and writes, small enough that a slow client holds little
+/// memory (at most [`READ_QUEUE`] chunks ahead of it).
+const READ_CHUNK: usize = 1024 * 1024;
+const READ_QUEUE: usize = 4;
+/// Chunks queued between the network and the writer.
 const QUEUE: usize = 8;
 /// A temporary file untouched this long belongs to a write that died.
 const STALE_TMP: Duration = Duration::from_secs(3600);
@@ -291,7 +293,7 @@ fn sync_dir(_: &Path) -> Result<(), BlobError> {
 
 /// `range` of `file` as a stream, read on a blocking thread a chunk ahead of the client.
 fn read(mut file: File, range: Range<u64>) -> ByteStream {
-    let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(QUEUE);
+    let (tx, rx) = mpsc::channel::<std::io::Result<Bytes>>(READ_QUEUE);
     tokio::task::spawn_blocking(move || {
         if let Err(e) = file.seek(SeekFrom::Start(range.start)) {
             let _ = tx.blocking_send(Err(e));
@@ -299,19 +301,23 @@ fn read(mut file: File, range: Range<u64>) -> ByteStream {
         }
         let mut left = range.end - range.start;
         while left > 0 {
-            let mut buf = vec![0; READ_CHUNK.min(left as usize)];
-            let result = file.read(&mut buf).and_then(|n| {
-                if n == 0 {
-                    Err(std::io::Error::new(
-                        std::io::ErrorKind::UnexpectedEof,
-                        "the blob is shorter than its listed size",
-                    ))
-                } else {
-                    Ok(n)
-                }
-            });
+            let want = READ_CHUNK.min(left as usize);
+            // `read_to_end` fills spare capacity without zeroing it first.
+            let mut buf = Vec::with_capacity(want);
+            let result = (&mut file)
+                .take(want as u64)
+                .read_to_end(&mut buf)
+                .and_then(|n| {
+                    if n == 0 {
+                        Err(std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "the blob is shorter than its listed size",
+                        ))
+                    } else {
+                        Ok(n)
+                    }
+                });
             let item = result.map(|n| {
-                buf.truncate(n);
                 left -= n as u64;
                 Bytes::from(buf)
             });
