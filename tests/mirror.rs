@@ -730,3 +730,49 @@ async fn a_publishers_cosign_key_decides_which_images_are_served() {
         assert_eq!(r.status(), 404, "{repo} must not be served");
     }
 }
+
+/// `marketplace mirror run` mirrors what is due in the foreground, with no server
+/// running; a server with the mirror off then serves it.
+#[tokio::test]
+async fn mirror_run_works_through_the_queue_without_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let upstream = Upstream::start(&dir.path().join("upstream"), None);
+    let (layout, index) = oci::two_platform(&dir.path().join("image"), "v1", 30_000);
+    let index_digest = oci::digest(&index);
+    let dest = upstream.dest_args();
+    let mut args: Vec<&str> = vec!["copy", "--all", "--preserve-digests"];
+    args.extend(dest.iter().map(String::as_str));
+    let src = format!("oci:{}:v1", layout.dir.display());
+    let to = format!("docker://{}/acme/tool:v1", upstream.addr);
+    oci::skopeo(&[args.as_slice(), &[&src, &to]].concat());
+
+    let m = setup_with(&dir.path().join("m"), &[]);
+    let image = format!("{}/acme/tool@{index_digest}", upstream.addr);
+    {
+        let server = Server::start(&m.data);
+        let def = with_image(&definition("gateway", "edge", "1.0.0"), &image);
+        let c = Client::new(&server.url);
+        assert_eq!(
+            c.publish_signed(&m.acme_token, &def, &[&m.acme]).await.0,
+            201
+        );
+    }
+    let upstreams = upstreams_file(dir.path(), &upstream, None);
+    let (ok, out) = mirror_cli(&m.data, &["run", "--upstreams", &upstreams]);
+    assert!(ok, "{out}");
+    assert!(out.contains("1 image(s) mirrored, 0 failed"), "{out}");
+    until_status(&m.data, &image, "mirrored").await;
+    // Nothing is due any more: a second run does nothing.
+    let (ok, out) = mirror_cli(&m.data, &["run", "--upstreams", &upstreams]);
+    assert!(ok && out.contains("0 image(s) mirrored, 0 failed"), "{out}");
+
+    drop(upstream);
+    let server = Server::start(&m.data); // mirror off
+    until_served(
+        &server,
+        &direct(image.split('/').next().unwrap(), "acme/tool"),
+        &index_digest,
+        Duration::from_secs(5),
+    )
+    .await;
+}

@@ -44,6 +44,17 @@ enum MirrorCommand {
         #[arg(long)]
         repair: bool,
     },
+    /// Mirror every due image now, in the foreground (pending, failed and due, or held
+    /// by a server that died), until none is left; with a progress line on a terminal.
+    /// Exits 1 if any failed. Runs beside a serving server safely.
+    Run {
+        /// Upstream registries, as for `serve --upstreams`.
+        #[arg(long, env = "MARKETPLACE_UPSTREAMS")]
+        upstreams: Option<PathBuf>,
+        /// Images mirrored at once.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+        jobs: u16,
+    },
     /// Remove blobs no mirrored image records. Dry run unless `--delete`.
     Gc {
         /// Remove them (otherwise only list them).
@@ -79,6 +90,9 @@ pub fn run(args: MirrorArgs) -> anyhow::Result<bool> {
                 true
             }
             MirrorCommand::Verify { repair } => verify(&store, &*blobs, repair).await?,
+            MirrorCommand::Run { upstreams, jobs } => {
+                run_now(&store, blobs.clone(), upstreams.as_deref(), jobs).await?
+            }
             MirrorCommand::Gc { delete, min_age } => gc(&store, &*blobs, delete, min_age).await?,
         };
         store.close().await;
@@ -212,6 +226,72 @@ async fn verify(store: &Store, blobs: &dyn BlobStore, repair: bool) -> anyhow::R
         corrupt.len()
     );
     Ok(false)
+}
+
+async fn run_now(
+    store: &Store,
+    blobs: Arc<dyn BlobStore>,
+    upstreams: Option<&std::path::Path>,
+    jobs: u16,
+) -> anyhow::Result<bool> {
+    let upstreams = match upstreams {
+        Some(path) => crate::mirror::Upstreams::load(path).context("reading --upstreams")?,
+        None => crate::mirror::Upstreams::default(),
+    };
+    store.enqueue_unlinked_images(crate::clock::now()).await?;
+    let settings = crate::mirror::Settings {
+        jobs: usize::from(jobs),
+        ..Default::default()
+    };
+    let mirror = crate::mirror::Mirror::new(store.clone(), blobs, upstreams, settings);
+    let progress = Progress {
+        on: std::io::stderr().is_terminal(),
+    };
+    let started = std::time::Instant::now();
+    let mut total = crate::mirror::Pass::default();
+    loop {
+        let pass = mirror.pass();
+        tokio::pin!(pass);
+        let done = loop {
+            tokio::select! {
+                done = &mut pass => break done?,
+                () = tokio::time::sleep(std::time::Duration::from_millis(250)) => {
+                    let mib = mirror.received() as f64 / 1_048_576.0;
+                    let secs = started.elapsed().as_secs_f64().max(0.001);
+                    progress.show(&format!(
+                        "mirroring: {} done, {mib:.1} MiB received, {:.1} MiB/s",
+                        total.mirrored + total.failed,
+                        mib / secs
+                    ));
+                }
+            }
+        };
+        if done.mirrored + done.failed == 0 {
+            break;
+        }
+        total.mirrored += done.mirrored;
+        total.failed += done.failed;
+    }
+    progress.done();
+    for i in store.mirror_statuses().await? {
+        if i.status == "failed" {
+            println!(
+                "failed    {}/{}@{}: {}",
+                i.host,
+                i.repository,
+                i.digest,
+                i.last_error.as_deref().unwrap_or("")
+            );
+        }
+    }
+    println!(
+        "{} image(s) mirrored, {} failed; {:.1} MiB received in {:.1} s",
+        total.mirrored,
+        total.failed,
+        mirror.received() as f64 / 1_048_576.0,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(total.failed == 0)
 }
 
 async fn gc(

@@ -86,6 +86,8 @@ pub struct Mirror {
     clients: Mutex<HashMap<String, oci_client::Client>>,
     /// Jobs claimed and not yet finished, given back on shutdown.
     held: Mutex<std::collections::HashSet<i64>>,
+    /// Blob bytes received since this mirror was made.
+    received: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Mirror {
@@ -102,7 +104,13 @@ impl Mirror {
             settings,
             clients: Mutex::new(HashMap::new()),
             held: Mutex::new(Default::default()),
+            received: Default::default(),
         }
+    }
+
+    /// Blob bytes received so far (layers and configs; manifests are small).
+    pub fn received(&self) -> u64 {
+        self.received.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Runs until `shutdown` resolves: passes over the due jobs, and a pause when there
@@ -253,6 +261,7 @@ impl Mirror {
             keys.push(key);
         }
         pull::Puller {
+            received: &self.received,
             keys: &keys,
             from: upstream.pull_from(),
             client: &client,

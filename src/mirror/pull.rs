@@ -38,6 +38,8 @@ pub(super) struct Puller<'a> {
     pub parallel: usize,
     /// Cosign keys one of which must have signed the image; empty: no policy.
     pub keys: &'a [CosignKey],
+    /// Bytes received so far, for progress reports.
+    pub received: &'a std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Puller<'_> {
@@ -334,8 +336,12 @@ impl Puller<'_> {
                 ),
             });
         }
+        let received = self.received.clone();
+        let counted = stream.stream.inspect_ok(move |chunk| {
+            received.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        });
         self.blobs
-            .put(&d.digest, Some(d.size), stream.stream)
+            .put(&d.digest, Some(d.size), Box::pin(counted))
             .await
             .map_err(|error| MirrorError::Blob {
                 what: what(),
