@@ -12,6 +12,16 @@ use common::Server;
 use common::oci::{self, Upstream};
 use common::publishing::{Client, definition, setup_with, with_image};
 
+/// A plain-HTTP `docker-registry` under `dir` holding a two-platform image (layers of
+/// `layer_bytes`) as `acme/tool:v1`; the layout, the index and its digest.
+fn upstream_with_image(dir: &Path, layer_bytes: usize) -> (Upstream, oci::Layout, Vec<u8>, String) {
+    let upstream = Upstream::start(&dir.join("upstream"), None);
+    let (layout, index) = oci::two_platform(&dir.join("image"), "v1", layer_bytes);
+    let digest = oci::digest(&index);
+    upstream.push(&layout.dir, "v1", "acme/tool");
+    (upstream, layout, index, digest)
+}
+
 /// Writes an upstreams file that lists `upstream` and skips every other host (the
 /// built-ins pin images on the internet; tests stay on loopback).
 fn upstreams_file(dir: &Path, upstream: &Upstream, tls: Option<&oci::Tls>) -> String {
@@ -62,15 +72,7 @@ async fn until_served(server: &Server, name: &str, digest: &str, within: Duratio
 #[tokio::test]
 async fn a_published_image_is_mirrored_and_pulled_back_with_the_upstream_gone() {
     let dir = tempfile::tempdir().unwrap();
-    let upstream = Upstream::start(&dir.path().join("upstream"), None);
-    let (layout, index) = oci::two_platform(&dir.path().join("image"), "v1", 200_000);
-    let index_digest = oci::digest(&index);
-    let dest = upstream.dest_args();
-    let mut args: Vec<&str> = vec!["copy", "--all", "--preserve-digests"];
-    args.extend(dest.iter().map(String::as_str));
-    let src = format!("oci:{}:v1", layout.dir.display());
-    let to = format!("docker://{}/acme/tool:v1", upstream.addr);
-    oci::skopeo(&[args.as_slice(), &[&src, &to]].concat());
+    let (upstream, layout, index, index_digest) = upstream_with_image(dir.path(), 200_000);
     // A cosign-style signature beside it, as `cosign sign` would push it.
     let (sig, tag, sig_manifest) = oci::signature(
         &dir.path().join("sig"),
@@ -78,9 +80,7 @@ async fn a_published_image_is_mirrored_and_pulled_back_with_the_upstream_gone() 
         &index_digest,
         |_| "c2lnbmF0dXJl".into(),
     );
-    let src = format!("oci:{}:{tag}", sig.dir.display());
-    let to = format!("docker://{}/acme/tool:{tag}", upstream.addr);
-    oci::skopeo(&[args.as_slice(), &[&src, &to]].concat());
+    upstream.push(&sig.dir, &tag, "acme/tool");
 
     let m = setup_with(&dir.path().join("m"), &[]);
     let upstreams = upstreams_file(dir.path(), &upstream, None);
@@ -291,24 +291,11 @@ async fn over_tls_with_credentials_a_missing_image_fails_clearly_and_arrives_on_
         "{page}"
     );
 
-    let dest = upstream.dest_args();
-    let mut args: Vec<&str> = vec!["copy", "--all", "--preserve-digests"];
-    args.extend(dest.iter().map(String::as_str));
-    let src = format!("oci:{}:v1", layout.dir.display());
-    let to = format!("docker://{}/acme/tool:v1", upstream.addr);
-    oci::skopeo(&[args.as_slice(), &[&src, &to]].concat());
+    upstream.push(&layout.dir, "v1", "acme/tool");
     let (ok, out) = mirror_cli(&m.data, &["retry", "acme/tool"]);
     assert!(ok && out.contains("1 failed image(s) due now"), "{out}");
     let mirrored = until_status(&m.data, &image, "mirrored").await;
-    let expected: u64 = layout
-        .blobs
-        .iter()
-        .map(|d| {
-            std::fs::metadata(layout.dir.join("blobs/sha256").join(&d[7..]))
-                .unwrap()
-                .len()
-        })
-        .sum();
+    let expected: u64 = layout.blobs.iter().map(|d| layout.size(d)).sum();
     assert_eq!(mirrored["size"].as_u64().unwrap(), expected);
     until_served(
         &server,
@@ -332,24 +319,13 @@ async fn over_tls_with_credentials_a_missing_image_fails_clearly_and_arrives_on_
     );
 
     // A layer damaged on our disk: verify names it, --repair mirrors the image again.
-    let layer = layout
-        .blobs
-        .iter()
-        .max_by_key(|d| {
-            std::fs::metadata(layout.dir.join("blobs/sha256").join(&d[7..]))
-                .unwrap()
-                .len()
-        })
-        .unwrap()
-        .clone();
+    let layer = layout.largest();
     let stored = m
         .data
         .join("blobs/sha256")
         .join(&layer[7..9])
         .join(&layer[7..]);
-    let mut bytes = std::fs::read(&stored).unwrap();
-    bytes[100] ^= 0xff;
-    std::fs::write(&stored, &bytes).unwrap();
+    oci::flip_byte(&stored, 100);
     let (ok, out) = mirror_cli(&m.data, &["verify"]);
     assert!(!ok, "{out}");
     assert!(out.contains(&format!("corrupt  {layer}")), "{out}");
@@ -363,31 +339,12 @@ async fn over_tls_with_credentials_a_missing_image_fails_clearly_and_arrives_on_
 #[tokio::test]
 async fn an_upstream_serving_other_bytes_than_the_digest_stores_nothing_under_it() {
     let dir = tempfile::tempdir().unwrap();
-    let upstream = Upstream::start(&dir.path().join("upstream"), None);
-    let (layout, index) = oci::two_platform(&dir.path().join("image"), "v1", 50_000);
-    let index_digest = oci::digest(&index);
-    let dest = upstream.dest_args();
-    let mut args: Vec<&str> = vec!["copy", "--all", "--preserve-digests"];
-    args.extend(dest.iter().map(String::as_str));
-    let src = format!("oci:{}:v1", layout.dir.display());
-    let to = format!("docker://{}/acme/tool:v1", upstream.addr);
-    oci::skopeo(&[args.as_slice(), &[&src, &to]].concat());
+    let (upstream, layout, _index, index_digest) = upstream_with_image(dir.path(), 50_000);
     // The registry's copy of the largest layer is damaged: it serves other bytes under
     // the layer's digest, as a faulty or hostile registry would.
-    let layer = layout
-        .blobs
-        .iter()
-        .max_by_key(|d| {
-            std::fs::metadata(layout.dir.join("blobs/sha256").join(&d[7..]))
-                .unwrap()
-                .len()
-        })
-        .unwrap()
-        .clone();
+    let layer = layout.largest();
     let file = upstream.blob_file(&layer);
-    let mut bytes = std::fs::read(&file).unwrap();
-    bytes[1000] ^= 0xff;
-    std::fs::write(&file, &bytes).unwrap();
+    oci::flip_byte(&file, 1000);
 
     let m = setup_with(&dir.path().join("m"), &[]);
     let upstreams = upstreams_file(dir.path(), &upstream, None);
@@ -431,16 +388,8 @@ async fn an_upstream_serving_other_bytes_than_the_digest_stores_nothing_under_it
 #[tokio::test]
 async fn a_mirror_killed_mid_transfer_resumes_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let upstream = Upstream::start(&dir.path().join("upstream"), None);
     // Two layers of 48 MiB: long enough to be caught in the middle.
-    let (layout, index) = oci::two_platform(&dir.path().join("image"), "v1", 48 << 20);
-    let index_digest = oci::digest(&index);
-    let dest = upstream.dest_args();
-    let mut args: Vec<&str> = vec!["copy", "--all", "--preserve-digests"];
-    args.extend(dest.iter().map(String::as_str));
-    let src = format!("oci:{}:v1", layout.dir.display());
-    let to = format!("docker://{}/acme/tool:v1", upstream.addr);
-    oci::skopeo(&[args.as_slice(), &[&src, &to]].concat());
+    let (upstream, _layout, _index, index_digest) = upstream_with_image(dir.path(), 48 << 20);
 
     let m = setup_with(&dir.path().join("m"), &[]);
     let upstreams = upstreams_file(dir.path(), &upstream, None);
@@ -531,12 +480,7 @@ async fn images_of_an_unreachable_host_are_pulled_from_the_configured_endpoint()
     let local = Upstream::start(&dir.path().join("local"), None);
     let (layout, index) = oci::two_platform(&dir.path().join("image"), "v1", 20_000);
     let index_digest = oci::digest(&index);
-    let dest = local.dest_args();
-    let mut args: Vec<&str> = vec!["copy", "--all", "--preserve-digests"];
-    args.extend(dest.iter().map(String::as_str));
-    let src = format!("oci:{}:v1", layout.dir.display());
-    let to = format!("docker://{}/acme/tool:v1", local.addr);
-    oci::skopeo(&[args.as_slice(), &[&src, &to]].concat());
+    local.push(&layout.dir, "v1", "acme/tool");
 
     let m = setup_with(&dir.path().join("m"), &[]);
     let upstreams = dir.path().join("upstreams.yaml");
@@ -619,9 +563,6 @@ async fn a_publishers_cosign_key_decides_which_images_are_served() {
     std::fs::create_dir_all(&keys).unwrap();
     let (ours, ours_pub) = oci::cosign_key(&keys, "acme");
     let (foreign, _) = oci::cosign_key(&keys, "foreign");
-    let dest = upstream.dest_args();
-    let mut copy: Vec<&str> = vec!["copy", "--all", "--preserve-digests"];
-    copy.extend(dest.iter().map(String::as_str));
     let mut digests = Vec::new();
     for (i, (repo, signer)) in [
         ("acme/good", Some(&ours)),
@@ -634,9 +575,7 @@ async fn a_publishers_cosign_key_decides_which_images_are_served() {
         // Sizes differ so the three images have their own digests.
         let (layout, index) = oci::two_platform(&dir.path().join(repo), "v1", 10_000 + i);
         let digest = oci::digest(&index);
-        let src = format!("oci:{}:v1", layout.dir.display());
-        let to = format!("docker://{}/{repo}:v1", upstream.addr);
-        oci::skopeo(&[copy.as_slice(), &[&src, &to]].concat());
+        upstream.push(&layout.dir, "v1", repo);
         if let Some(key) = signer {
             let (sig, tag, _) = oci::signature(
                 &dir.path().join(format!("{repo}-sig")),
@@ -644,9 +583,7 @@ async fn a_publishers_cosign_key_decides_which_images_are_served() {
                 &digest,
                 |payload| oci::cosign_sign(key, payload),
             );
-            let src = format!("oci:{}:{tag}", sig.dir.display());
-            let to = format!("docker://{}/{repo}:{tag}", upstream.addr);
-            oci::skopeo(&[copy.as_slice(), &[&src, &to]].concat());
+            upstream.push(&sig.dir, &tag, repo);
         }
         digests.push((repo, digest));
     }
@@ -736,15 +673,7 @@ async fn a_publishers_cosign_key_decides_which_images_are_served() {
 #[tokio::test]
 async fn mirror_run_works_through_the_queue_without_a_server() {
     let dir = tempfile::tempdir().unwrap();
-    let upstream = Upstream::start(&dir.path().join("upstream"), None);
-    let (layout, index) = oci::two_platform(&dir.path().join("image"), "v1", 30_000);
-    let index_digest = oci::digest(&index);
-    let dest = upstream.dest_args();
-    let mut args: Vec<&str> = vec!["copy", "--all", "--preserve-digests"];
-    args.extend(dest.iter().map(String::as_str));
-    let src = format!("oci:{}:v1", layout.dir.display());
-    let to = format!("docker://{}/acme/tool:v1", upstream.addr);
-    oci::skopeo(&[args.as_slice(), &[&src, &to]].concat());
+    let (upstream, _layout, _index, index_digest) = upstream_with_image(dir.path(), 30_000);
 
     let m = setup_with(&dir.path().join("m"), &[]);
     let image = format!("{}/acme/tool@{index_digest}", upstream.addr);

@@ -543,7 +543,10 @@ async fn with_pull_tokens_every_route_needs_one() {
     let r = req(&s, "GET", "/v2/127.0.0.1_5000/acme/nothing/tags/list", &[]).await;
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     let bearer = format!("Bearer {token}");
-    let basic = format!("Basic {}", base64(format!("anyone:{token}").as_bytes()));
+    let basic = format!(
+        "Basic {}",
+        common::oci::base64_encode(format!("anyone:{token}").as_bytes())
+    );
     for auth in [bearer.as_str(), basic.as_str()] {
         let r = req(&s, "GET", &manifest, &[("authorization", auth)]).await;
         assert_eq!(r.status, StatusCode::OK, "{auth}");
@@ -552,23 +555,4 @@ async fn with_pull_tokens_every_route_needs_one() {
         let r = req(&s, "GET", &manifest, &[("authorization", wrong)]).await;
         assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{wrong}");
     }
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..4 {
-            out.push(if i <= chunk.len() {
-                A[(n >> (18 - 6 * i) & 63) as usize] as char
-            } else {
-                '='
-            });
-        }
-    }
-    out
 }

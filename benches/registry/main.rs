@@ -65,13 +65,8 @@ async fn run() -> Result<bool, BoxError> {
     let started = Instant::now();
     let (layout, index) = oci::image(&dir.path().join("image"), "v1", &["amd64"], mib << 20);
     let index_digest = oci::digest(&index);
-    let layer = layout
-        .blobs
-        .iter()
-        .max_by_key(|d| file_len(&layout.dir.join("blobs/sha256").join(&d[7..])))
-        .ok_or("no blobs")?
-        .clone();
-    let layer_bytes = file_len(&layout.dir.join("blobs/sha256").join(&layer[7..]));
+    let layer = layout.largest();
+    let layer_bytes = layout.size(&layer);
     let upstream = oci::Upstream::start(&dir.path().join("upstream"), None);
     oci::skopeo(&[
         "copy",
@@ -206,10 +201,6 @@ async fn run() -> Result<bool, BoxError> {
     Ok(all)
 }
 
-fn file_len(path: &Path) -> u64 {
-    std::fs::metadata(path).map_or(0, |m| m.len())
-}
-
 /// The peer: `skopeo copy` of `image` into a fresh registry under `dir`; seconds.
 fn skopeo_copy(dir: &Path, image: &str) -> Result<f64, BoxError> {
     let dst = oci::Upstream::start(dir, None);
@@ -234,17 +225,7 @@ async fn mirror_once(
     upstreams: &Path,
 ) -> Result<(f64, Server), BoxError> {
     std::fs::create_dir_all(data)?;
-    let yaml = include_str!("../../catalog/gateway.yaml");
-    let yaml: String = yaml
-        .lines()
-        .map(|l| {
-            if l.trim_start().starts_with("image:") {
-                format!("  image: {image}\n")
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect();
+    let yaml = oci::pin_image(include_str!("../../catalog/gateway.yaml"), image);
     let def = Definition::parse(yaml.as_bytes())?;
     let store = Store::open(&data.join("marketplace.db")).await?;
     store

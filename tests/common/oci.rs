@@ -39,18 +39,7 @@ pub struct Tls {
 impl Tls {
     pub fn make(dir: &Path) -> Tls {
         std::fs::create_dir_all(dir).unwrap();
-        let run = |args: &[&str]| {
-            let o = Command::new("openssl")
-                .args(args)
-                .current_dir(dir)
-                .output()
-                .expect("openssl runs");
-            assert!(
-                o.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        };
+        let run = |args: &[&str]| openssl(dir, args);
         run(&[
             "req",
             "-x509",
@@ -180,6 +169,18 @@ impl Upstream {
             .join("data")
     }
 
+    /// Pushes the image tagged `tag` in the layout at `layout` to `repo:tag` here, with
+    /// `skopeo copy --all --preserve-digests`.
+    pub fn push(&self, layout: &Path, tag: &str, repo: &str) {
+        let src = format!("oci:{}:{tag}", layout.display());
+        let to = format!("docker://{}/{repo}:{tag}", self.addr);
+        let dest = self.dest_args();
+        let mut args: Vec<&str> = vec!["copy", "--all", "--preserve-digests"];
+        args.extend(dest.iter().map(String::as_str));
+        args.extend([src.as_str(), to.as_str()]);
+        skopeo(&args);
+    }
+
     /// skopeo's arguments to write to this registry.
     pub fn dest_args(&self) -> Vec<String> {
         match &self.cert_dir {
@@ -246,6 +247,22 @@ impl Layout {
         d
     }
 
+    /// The size of a blob of this layout.
+    pub fn size(&self, digest: &str) -> u64 {
+        std::fs::metadata(self.dir.join("blobs/sha256").join(&digest[7..]))
+            .unwrap()
+            .len()
+    }
+
+    /// The largest blob (a layer), by digest.
+    pub fn largest(&self) -> String {
+        self.blobs
+            .iter()
+            .max_by_key(|d| self.size(d))
+            .unwrap()
+            .clone()
+    }
+
     /// Writes `index.json` naming `manifest` (of `media_type`) as `tag`.
     pub fn tag(&self, tag: &str, media_type: &str, manifest: &[u8]) {
         let index = serde_json::json!({
@@ -259,6 +276,19 @@ impl Layout {
         });
         std::fs::write(self.dir.join("index.json"), index.to_string()).unwrap();
     }
+}
+
+/// A definition's YAML pinning `image` (`repo@sha256:...`) instead of its own.
+pub fn pin_image(yaml: &str, image: &str) -> String {
+    yaml.lines()
+        .map(|l| {
+            if l.trim_start().starts_with("image:") {
+                format!("  image: {image}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect()
 }
 
 /// A tar archive of one file, as a layer holds it.
@@ -388,6 +418,13 @@ pub fn signature(
     (layout, tag, manifest)
 }
 
+/// Damages a file as a faulty disk or a hostile registry would: one byte flipped.
+pub fn flip_byte(path: &Path, at: usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[at] ^= 0xff;
+    std::fs::write(path, &bytes).unwrap();
+}
+
 /// The digests of every blob in a layout folder.
 pub fn layout_blobs(dir: &Path) -> Vec<String> {
     let mut out: Vec<String> = std::fs::read_dir(dir.join("blobs/sha256"))
@@ -398,21 +435,25 @@ pub fn layout_blobs(dir: &Path) -> Vec<String> {
     out
 }
 
+/// Runs `openssl` (Debian package) in `dir`; panics with its output when it fails.
+fn openssl(dir: &Path, args: &[&str]) {
+    let o = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        o.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// An ECDSA P-256 key pair as cosign makes them (`openssl` here): private PEM, public PEM.
 pub fn cosign_key(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
     let private = dir.join(format!("{name}.key"));
     let public = dir.join(format!("{name}.pub"));
-    let run = |args: &[&str]| {
-        let o = Command::new("openssl")
-            .args(args)
-            .output()
-            .expect("openssl runs");
-        assert!(
-            o.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-    };
+    let run = |args: &[&str]| openssl(dir, args);
     run(&[
         "ecparam",
         "-name",
@@ -448,7 +489,8 @@ pub fn cosign_sign(private: &Path, payload: &[u8]) -> String {
     base64_encode(&out.stdout)
 }
 
-fn base64_encode(bytes: &[u8]) -> String {
+/// Standard base64 with padding (what cosign annotations and Basic credentials use).
+pub fn base64_encode(bytes: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {

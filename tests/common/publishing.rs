@@ -104,17 +104,7 @@ pub fn add_publisher(data: &Path, name: &str, keys: &[&SigningKey], threshold: u
 /// A built-in definition renamed and re-versioned: new bytes for `acme` to publish.
 /// `def` pinning `image` (`repo@sha256:...`) instead of its own.
 pub fn with_image(def: &Definition, image: &str) -> Definition {
-    let yaml = String::from_utf8(def.bytes.clone()).unwrap();
-    let yaml: String = yaml
-        .lines()
-        .map(|l| {
-            if l.trim_start().starts_with("image:") {
-                format!("  image: {image}\n")
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect();
+    let yaml = super::oci::pin_image(std::str::from_utf8(&def.bytes).unwrap(), image);
     Definition::parse(yaml.as_bytes()).expect("valid definition")
 }
 
