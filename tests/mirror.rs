@@ -705,3 +705,147 @@ async fn mirror_run_works_through_the_queue_without_a_server() {
     )
     .await;
 }
+
+/// Pushes `manifest` (and its `blobs`) to `repo:reference` with the distribution API
+/// itself: monolithic blob uploads, then the manifest. For artifacts skopeo does not copy.
+async fn push_raw(
+    addr: &str,
+    repo: &str,
+    reference: &str,
+    media_type: &str,
+    manifest: &[u8],
+    blobs: &[&[u8]],
+) {
+    let http = reqwest::Client::new();
+    for blob in blobs {
+        let r = http
+            .post(format!("http://{addr}/v2/{repo}/blobs/uploads/"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202);
+        let location = r.headers()["location"].to_str().unwrap().to_owned();
+        let url = if location.starts_with("http") {
+            location
+        } else {
+            format!("http://{addr}{location}")
+        };
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let r = http
+            .put(format!("{url}{sep}digest={}", oci::digest(blob)))
+            .header("content-type", "application/octet-stream")
+            .body(blob.to_vec())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    }
+    let r = http
+        .put(format!("http://{addr}/v2/{repo}/manifests/{reference}"))
+        .header("content-type", media_type)
+        .body(manifest.to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+}
+
+/// A referrer (an SBOM whose `subject` is the image) listed the way a registry without
+/// the referrers API lists them, the OCI 1.1 tag schema (`sha256-<hex>` naming an
+/// index), is mirrored and served through our referrers API.
+#[tokio::test]
+async fn referrers_of_the_pinned_image_are_mirrored_and_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (upstream, _layout, index, index_digest) = upstream_with_image(dir.path(), 10_000);
+    let empty = b"{}".to_vec();
+    let sbom = br#"{"spdxVersion":"SPDX-2.3","name":"tool"}"#.to_vec();
+    let artifact_type = "application/vnd.example.sbom.v1";
+    let referrer = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": oci::OCI_MANIFEST,
+        "artifactType": artifact_type,
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": oci::digest(&empty), "size": 2},
+        "layers": [{"mediaType": "application/spdx+json", "digest": oci::digest(&sbom), "size": sbom.len()}],
+        "subject": {"mediaType": oci::OCI_INDEX, "digest": index_digest, "size": index.len()},
+        "annotations": {"org.example.kind": "sbom"},
+    })
+    .to_string()
+    .into_bytes();
+    let referrer_digest = oci::digest(&referrer);
+    push_raw(
+        &upstream.addr,
+        "acme/tool",
+        &referrer_digest,
+        oci::OCI_MANIFEST,
+        &referrer,
+        &[&empty, &sbom],
+    )
+    .await;
+    let listing = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": oci::OCI_INDEX,
+        "manifests": [{
+            "mediaType": oci::OCI_MANIFEST,
+            "digest": referrer_digest,
+            "size": referrer.len(),
+            "artifactType": artifact_type,
+            "annotations": {"org.example.kind": "sbom"},
+        }],
+    })
+    .to_string()
+    .into_bytes();
+    let fallback_tag = format!("sha256-{}", &index_digest[7..]);
+    push_raw(
+        &upstream.addr,
+        "acme/tool",
+        &fallback_tag,
+        oci::OCI_INDEX,
+        &listing,
+        &[],
+    )
+    .await;
+
+    let m = setup_with(&dir.path().join("m"), &[]);
+    let upstreams = upstreams_file(dir.path(), &upstream, None);
+    let server = Server::start_with(&m.data, &["--mirror", "on", "--upstreams", &upstreams]);
+    let image = format!("{}/acme/tool@{index_digest}", upstream.addr);
+    let def = with_image(&definition("gateway", "edge", "1.0.0"), &image);
+    let c = Client::new(&server.url);
+    assert_eq!(
+        c.publish_signed(&m.acme_token, &def, &[&m.acme]).await.0,
+        201
+    );
+    until_status(&m.data, &image, "mirrored").await;
+    drop(upstream);
+
+    let name = direct(image.split('/').next().unwrap(), "acme/tool");
+    let listed: serde_json::Value =
+        reqwest::get(format!("{}/v2/{name}/referrers/{index_digest}", server.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let manifests = listed["manifests"].as_array().unwrap();
+    assert_eq!(manifests.len(), 1, "{listed}");
+    assert_eq!(manifests[0]["digest"], referrer_digest.as_str());
+    assert_eq!(manifests[0]["artifactType"], artifact_type);
+    assert_eq!(manifests[0]["annotations"]["org.example.kind"], "sbom");
+    // The referrer and its blobs are served, byte for byte.
+    let r = reqwest::get(format!(
+        "{}/v2/{name}/manifests/{referrer_digest}",
+        server.url
+    ))
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.bytes().await.unwrap().as_ref(), referrer.as_slice());
+    let r = reqwest::get(format!(
+        "{}/v2/{name}/blobs/{}",
+        server.url,
+        oci::digest(&sbom)
+    ))
+    .await
+    .unwrap();
+    assert_eq!(r.bytes().await.unwrap().as_ref(), sbom.as_slice());
+}
