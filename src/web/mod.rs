@@ -6,6 +6,7 @@
 //! `api::pages`).
 
 pub mod assets;
+mod mirror;
 mod views;
 
 use askama::Template;

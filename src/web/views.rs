@@ -336,39 +336,13 @@ impl PluginPage {
                 "" => "default".to_owned(),
                 p => p.to_owned(),
             },
-            mirror: d.latest.mirror.as_ref().map(mirror_text),
+            mirror: d.latest.mirror.as_ref().map(super::mirror::status_text),
             raw_url: definition_url(&d, &d.latest.version),
             versions: d.versions.iter().map(|g| major_view(&d, g)).collect(),
             publisher: d.publisher.clone(),
             name: d.name.clone(),
         }
     }
-}
-
-/// What an administrator reads about an image's mirror.
-fn mirror_text(m: &crate::store::ImageMirror) -> (String, String) {
-    let text = match m.status.as_str() {
-        "mirrored" => format!(
-            "Mirrored here ({:.1} MiB); clusters can pull it from this marketplace{}",
-            m.size.unwrap_or(0) as f64 / 1_048_576.0,
-            // Key ids are 64 hex digits; 16 tell them apart on a page.
-            m.verified_by.as_deref().map_or(String::new(), |k| format!(
-                "; image signature verified by {}",
-                &k[..k.len().min(16)]
-            ))
-        ),
-        "mirroring" => "Being mirrored now".to_owned(),
-        "failed" => {
-            let wait = m.next_attempt_at.unwrap_or(0) - crate::clock::now();
-            format!(
-                "Mirror failed: {}; next attempt in {}",
-                m.error.as_deref().unwrap_or("unknown reason"),
-                crate::clock::human_duration(wait.max(0))
-            )
-        }
-        _ => "Waiting to be mirrored".to_owned(),
-    };
-    (m.status.clone(), text)
 }
 
 fn definition_url(d: &PluginDetail, version: &str) -> String {
