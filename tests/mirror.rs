@@ -553,8 +553,9 @@ async fn images_of_an_unreachable_host_are_pulled_from_the_configured_endpoint()
 }
 
 /// A publisher registers a cosign key: its image signed with that key is mirrored and
-/// shown as verified; one signed with another key, and one not signed, are refused and
-/// not served. Signatures are made here as cosign makes them (ECDSA P-256, openssl).
+/// shown as verified; one signed with another key, one whose signature covers other
+/// bytes than its payload, and one not signed are refused and not served. Signatures
+/// are made here as cosign makes them (ECDSA P-256, openssl).
 #[tokio::test]
 async fn a_publishers_cosign_key_decides_which_images_are_served() {
     let dir = tempfile::tempdir().unwrap();
@@ -564,15 +565,18 @@ async fn a_publishers_cosign_key_decides_which_images_are_served() {
     let (ours, ours_pub) = oci::cosign_key(&keys, "acme");
     let (foreign, _) = oci::cosign_key(&keys, "foreign");
     let mut digests = Vec::new();
-    for (i, (repo, signer)) in [
-        ("acme/good", Some(&ours)),
-        ("acme/foreign", Some(&foreign)),
-        ("acme/unsigned", None),
+    // The tampered one is signed with our key, but over other bytes than the payload
+    // it carries (a payload edited after signing).
+    for (i, (repo, signer, tampered)) in [
+        ("acme/good", Some(&ours), false),
+        ("acme/foreign", Some(&foreign), false),
+        ("acme/unsigned", None, false),
+        ("acme/tampered", Some(&ours), true),
     ]
     .into_iter()
     .enumerate()
     {
-        // Sizes differ so the three images have their own digests.
+        // Sizes differ so the images have their own digests.
         let (layout, index) = oci::two_platform(&dir.path().join(repo), "v1", 10_000 + i);
         let digest = oci::digest(&index);
         upstream.push(&layout.dir, "v1", repo);
@@ -581,7 +585,13 @@ async fn a_publishers_cosign_key_decides_which_images_are_served() {
                 &dir.path().join(format!("{repo}-sig")),
                 &format!("{}/{repo}", upstream.addr),
                 &digest,
-                |payload| oci::cosign_sign(key, payload),
+                |payload| {
+                    let mut signed = payload.to_vec();
+                    if tampered {
+                        signed.extend_from_slice(b" ");
+                    }
+                    oci::cosign_sign(key, &signed)
+                },
             );
             upstream.push(&sig.dir, &tag, repo);
         }
@@ -656,6 +666,12 @@ async fn a_publishers_cosign_key_decides_which_images_are_served() {
     let unsigned = until_status(&m.data, &image(2), "failed").await;
     let error = unsigned["lastError"].as_str().unwrap();
     assert!(error.contains("no cosign signature"), "{error}");
+    let tampered = until_status(&m.data, &image(3), "failed").await;
+    let error = tampered["lastError"].as_str().unwrap();
+    assert!(
+        error.contains("does not verify with any registered key"),
+        "{error}"
+    );
     for (repo, digest) in &digests[1..] {
         let r = reqwest::get(format!(
             "{}/v2/{}/manifests/{digest}",
