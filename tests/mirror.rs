@@ -865,3 +865,64 @@ async fn referrers_of_the_pinned_image_are_mirrored_and_listed() {
     .unwrap();
     assert_eq!(r.bytes().await.unwrap().as_ref(), sbom.as_slice());
 }
+
+/// A job stuck on an upstream that never answers does not hold up an image published
+/// after it: the mirror claims again whenever a slot is free.
+///
+/// The stuck upstream is this test's named fake: a listener that accepts connections
+/// and never answers, the one fault a real registry does not produce on demand.
+#[tokio::test]
+async fn a_stuck_transfer_does_not_hold_up_later_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let (upstream, _layout, _index, index_digest) = upstream_with_image(dir.path(), 10_000);
+    let black_hole = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hole = black_hole.local_addr().unwrap().to_string();
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    {
+        let held = held.clone();
+        std::thread::spawn(move || {
+            for conn in black_hole.incoming().flatten() {
+                held.lock().unwrap().push(conn); // kept open, never answered
+            }
+        });
+    }
+    let upstreams = dir.path().join("upstreams.yaml");
+    std::fs::write(
+        &upstreams,
+        format!(
+            "otherHosts: skip\nupstreams:\n  - host: {}\n    insecure: true\n  - host: {hole}\n    insecure: true\n",
+            upstream.addr
+        ),
+    )
+    .unwrap();
+    let m = setup_with(&dir.path().join("m"), &[]);
+    let server = Server::start_with(
+        &m.data,
+        &["--mirror", "on", "--upstreams", upstreams.to_str().unwrap()],
+    );
+    let c = Client::new(&server.url);
+    let stuck = format!("{hole}/stuck/image@sha256:{}", "5".repeat(64));
+    let def = with_image(&definition("gateway", "stuck", "1.0.0"), &stuck);
+    assert_eq!(
+        c.publish_signed(&m.acme_token, &def, &[&m.acme]).await.0,
+        201
+    );
+    until_status(&m.data, &stuck, "mirroring").await;
+
+    let image = format!("{}/acme/tool@{index_digest}", upstream.addr);
+    let def = with_image(&definition("gateway", "edge", "1.0.0"), &image);
+    assert_eq!(
+        c.publish_signed(&m.acme_token, &def, &[&m.acme]).await.0,
+        201
+    );
+    let started = Instant::now();
+    until_status(&m.data, &image, "mirrored").await;
+    // Well inside the stuck request's 60 s read deadline.
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    let (_, out) = mirror_cli(&m.data, &["status"]);
+    assert!(out.contains(&format!("mirroring {stuck}")), "{out}");
+}

@@ -113,8 +113,8 @@ impl Mirror {
         self.received.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Runs until `shutdown` resolves: passes over the due jobs, and a pause when there
-    /// were none. Jobs in progress at shutdown are given back, due at once.
+    /// Runs until `shutdown` resolves, keeping up to `Settings::jobs` jobs going. Jobs in
+    /// progress at shutdown are given back, due at once.
     pub async fn run(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
         self.work(shutdown).await;
         let held: Vec<i64> = self.held.lock().expect("lock").drain().collect();
@@ -132,30 +132,44 @@ impl Mirror {
         }
     }
 
-    async fn work(&self, shutdown: impl std::future::Future<Output = ()>) {
+    /// Keeps up to `Settings::jobs` jobs running: claims as many as there are free
+    /// slots, and again as soon as one finishes or the queue is looked at again, so a
+    /// long transfer never holds up an image published after it.
+    async fn work(self: &Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
         tokio::pin!(shutdown);
+        let mut running = tokio::task::JoinSet::new();
         loop {
-            let worked = tokio::select! {
-                pass = self.pass() => match pass {
-                    Ok(p) => p.mirrored + p.failed > 0,
-                    Err(e) => {
-                        tracing::error!(error = %e, "mirror queue unavailable");
-                        false
+            let free = self.settings.jobs.saturating_sub(running.len());
+            if free > 0 {
+                match self.claim(free).await {
+                    Ok(jobs) => {
+                        for job in jobs {
+                            let me = self.clone();
+                            running.spawn(async move { me.finish(&job).await });
+                        }
                     }
+                    Err(e) => tracing::error!(error = %e, "mirror queue unavailable"),
+                }
+            }
+            tokio::select! {
+                Some(done) = running.join_next(), if !running.is_empty() => match done {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::error!(error = %e, "recording a mirror job failed"),
+                    // Its job keeps its lease until it runs out, then is taken again.
+                    Err(e) => tracing::error!(error = %e, "a mirror job panicked"),
                 },
-                () = &mut shutdown => return,
-            };
-            if !worked {
-                tokio::select! {
-                    () = tokio::time::sleep(self.settings.poll) => {},
-                    () = &mut shutdown => return,
+                () = tokio::time::sleep(self.settings.poll) => {}
+                () = &mut shutdown => {
+                    // Their jobs stay in `held` and are given back by `run`.
+                    running.abort_all();
+                    return;
                 }
             }
         }
     }
 
-    /// Claims the due jobs (up to `Settings::jobs`) and runs them to their end.
-    pub async fn pass(&self) -> Result<Pass, StoreError> {
+    /// Claims up to `n` due jobs, holding them until they finish.
+    async fn claim(&self, n: usize) -> Result<Vec<MirrorJob>, StoreError> {
         let now = crate::clock::now();
         let lease = self.settings.lease.as_secs() as i64;
         let jobs = self
@@ -163,7 +177,7 @@ impl Mirror {
             .claim_mirror_jobs(
                 now,
                 now + lease,
-                self.settings.jobs as i64,
+                n as i64,
                 self.upstreams.allowed_hosts().as_deref(),
             )
             .await?;
@@ -171,12 +185,21 @@ impl Mirror {
             .lock()
             .expect("lock")
             .extend(jobs.iter().map(|j| j.id));
-        let outcomes = futures_util::future::join_all(jobs.iter().map(|j| async move {
-            let outcome = self.job(j).await;
-            self.held.lock().expect("lock").remove(&j.id);
-            outcome
-        }))
-        .await;
+        Ok(jobs)
+    }
+
+    /// Runs a claimed job to its end and lets go of it. True when mirrored.
+    async fn finish(&self, job: &MirrorJob) -> Result<bool, StoreError> {
+        let outcome = self.job(job).await;
+        self.held.lock().expect("lock").remove(&job.id);
+        outcome
+    }
+
+    /// Claims the due jobs (up to `Settings::jobs`) and runs them to their end: one
+    /// batch, for `marketplace mirror run`.
+    pub async fn pass(&self) -> Result<Pass, StoreError> {
+        let jobs = self.claim(self.settings.jobs).await?;
+        let outcomes = futures_util::future::join_all(jobs.iter().map(|j| self.finish(j))).await;
         let mut pass = Pass::default();
         for outcome in outcomes {
             match outcome? {
