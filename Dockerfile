@@ -12,7 +12,11 @@ COPY . .
 RUN cargo build --release --locked --bin marketplace
 
 FROM debian:bookworm-slim
-RUN groupadd --system --gid 10001 marketplace \
+# The image mirror verifies HTTPS upstreams (ghcr.io, ...) against the system's roots.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && groupadd --system --gid 10001 marketplace \
     && useradd --system --uid 10001 --gid marketplace --home-dir /data --shell /usr/sbin/nologin marketplace \
     && mkdir -p /data && chown marketplace:marketplace /data
 COPY --from=build /src/target/release/marketplace /usr/local/bin/marketplace
