@@ -46,6 +46,34 @@ fn upstreams_file(dir: &Path, upstream: &Upstream, tls: Option<&oci::Tls>) -> St
     path.to_str().unwrap().to_owned()
 }
 
+/// A marketplace under `dir/m` mirroring from `upstream` (plain HTTP) where acme
+/// publishes `edge` 1.0.0 pinning `acme/tool@digest` there; its setup, server and the
+/// image reference.
+async fn publish_pinning(
+    dir: &Path,
+    upstream: &Upstream,
+    digest: &str,
+) -> (common::publishing::Setup, Server, String) {
+    let m = setup_with(&dir.join("m"), &[]);
+    let upstreams = upstreams_file(dir, upstream, None);
+    let server = Server::start_with(&m.data, &["--mirror", "on", "--upstreams", &upstreams]);
+    let image = format!("{}/acme/tool@{digest}", upstream.addr);
+    let def = with_image(&definition("gateway", "edge", "1.0.0"), &image);
+    let c = Client::new(&server.url);
+    assert_eq!(
+        c.publish_signed(&m.acme_token, &def, &[&m.acme]).await.0,
+        201
+    );
+    (m, server, image)
+}
+
+/// The body of a 200 answer to GET `url`.
+async fn served(url: String) -> Vec<u8> {
+    let r = reqwest::get(&url).await.unwrap();
+    assert_eq!(r.status(), 200, "{url}");
+    r.bytes().await.unwrap().to_vec()
+}
+
 /// The direct `/v2/` name of `addr/path` (a port as `_PORT`).
 fn direct(addr: &str, path: &str) -> String {
     format!("{}/{path}", addr.replace(':', "_"))
@@ -122,20 +150,19 @@ async fn a_published_image_is_mirrored_and_pulled_back_with_the_upstream_gone() 
 
     // containerd's mirror form: the upstream path and `ns`.
     let addr = name.split('/').next().unwrap().replace('_', ":");
-    let r = reqwest::get(format!(
-        "{}/v2/acme/tool/manifests/{index_digest}?ns={addr}",
-        server.url
-    ))
-    .await
-    .unwrap();
-    assert_eq!(r.status(), 200);
-    assert_eq!(r.bytes().await.unwrap().as_ref(), index.as_slice());
+    assert_eq!(
+        served(format!(
+            "{}/v2/acme/tool/manifests/{index_digest}?ns={addr}",
+            server.url
+        ))
+        .await,
+        index
+    );
     // The signature came along, under its tag.
-    let r = reqwest::get(format!("{}/v2/{name}/manifests/{tag}", server.url))
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    assert_eq!(r.bytes().await.unwrap().as_ref(), sig_manifest.as_slice());
+    assert_eq!(
+        served(format!("{}/v2/{name}/manifests/{tag}", server.url)).await,
+        sig_manifest
+    );
     let tags: serde_json::Value = reqwest::get(format!("{}/v2/{name}/tags/list", server.url))
         .await
         .unwrap()
@@ -346,16 +373,7 @@ async fn an_upstream_serving_other_bytes_than_the_digest_stores_nothing_under_it
     let file = upstream.blob_file(&layer);
     oci::flip_byte(&file, 1000);
 
-    let m = setup_with(&dir.path().join("m"), &[]);
-    let upstreams = upstreams_file(dir.path(), &upstream, None);
-    let server = Server::start_with(&m.data, &["--mirror", "on", "--upstreams", &upstreams]);
-    let image = format!("{}/acme/tool@{index_digest}", upstream.addr);
-    let def = with_image(&definition("gateway", "edge", "1.0.0"), &image);
-    let c = Client::new(&server.url);
-    assert_eq!(
-        c.publish_signed(&m.acme_token, &def, &[&m.acme]).await.0,
-        201
-    );
+    let (m, server, image) = publish_pinning(dir.path(), &upstream, &index_digest).await;
     let failed = until_status(&m.data, &image, "failed").await;
     let error = failed["lastError"].as_str().unwrap();
     assert!(
@@ -821,16 +839,7 @@ async fn referrers_of_the_pinned_image_are_mirrored_and_listed() {
     )
     .await;
 
-    let m = setup_with(&dir.path().join("m"), &[]);
-    let upstreams = upstreams_file(dir.path(), &upstream, None);
-    let server = Server::start_with(&m.data, &["--mirror", "on", "--upstreams", &upstreams]);
-    let image = format!("{}/acme/tool@{index_digest}", upstream.addr);
-    let def = with_image(&definition("gateway", "edge", "1.0.0"), &image);
-    let c = Client::new(&server.url);
-    assert_eq!(
-        c.publish_signed(&m.acme_token, &def, &[&m.acme]).await.0,
-        201
-    );
+    let (m, server, image) = publish_pinning(dir.path(), &upstream, &index_digest).await;
     until_status(&m.data, &image, "mirrored").await;
     drop(upstream);
 
@@ -848,14 +857,14 @@ async fn referrers_of_the_pinned_image_are_mirrored_and_listed() {
     assert_eq!(manifests[0]["artifactType"], artifact_type);
     assert_eq!(manifests[0]["annotations"]["org.example.kind"], "sbom");
     // The referrer and its blobs are served, byte for byte.
-    let r = reqwest::get(format!(
-        "{}/v2/{name}/manifests/{referrer_digest}",
-        server.url
-    ))
-    .await
-    .unwrap();
-    assert_eq!(r.status(), 200);
-    assert_eq!(r.bytes().await.unwrap().as_ref(), referrer.as_slice());
+    assert_eq!(
+        served(format!(
+            "{}/v2/{name}/manifests/{referrer_digest}",
+            server.url
+        ))
+        .await,
+        referrer
+    );
     let r = reqwest::get(format!(
         "{}/v2/{name}/blobs/{}",
         server.url,
