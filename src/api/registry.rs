@@ -148,7 +148,10 @@ fn authorized(state: &AppState, headers: &HeaderMap) -> Result<(), HttpError> {
             match scheme.to_ascii_lowercase().as_str() {
                 "bearer" => Some(rest.trim().to_owned()),
                 "basic" => {
-                    let decoded = base64_decode(rest.trim())?;
+                    use base64::Engine as _;
+                    let decoded = base64::engine::general_purpose::STANDARD
+                        .decode(rest.trim())
+                        .ok()?;
                     let text = String::from_utf8(decoded).ok()?;
                     Some(text.split_once(':')?.1.to_owned())
                 }
@@ -161,34 +164,6 @@ fn authorized(state: &AppState, headers: &HeaderMap) -> Result<(), HttpError> {
     Err(HttpError::unauthorized(
         "this registry needs a pull token (Bearer, or Basic with the token as password)",
     ))
-}
-
-/// Standard base64, as Basic credentials are written; `None` when malformed.
-fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let value = |c: u8| -> Option<u32> {
-        Some(u32::from(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        }))
-    };
-    let s = s.trim_end_matches('=').as_bytes();
-    if s.len() > 4096 || s.len() % 4 == 1 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    for chunk in s.chunks(4) {
-        let mut n = 0u32;
-        for (i, &c) in chunk.iter().enumerate() {
-            n |= value(c)? << (18 - 6 * i);
-        }
-        let bytes = n.to_be_bytes();
-        out.extend_from_slice(&bytes[1..chunk.len()]);
-    }
-    Some(out)
 }
 
 /// What a `/v2/NAME/...` path asks for.
@@ -284,8 +259,9 @@ async fn answer(
     }
 }
 
-fn etag_of(digest: &str) -> HeaderValue {
-    HeaderValue::from_str(&format!("\"{digest}\"")).expect("a digest is a valid header value")
+/// A digest's entity tag: content-addressed, so the digest says it all.
+fn etag_of(digest: &str) -> String {
+    format!("\"{digest}\"")
 }
 
 fn content_headers(digest: &str, media_type: &str) -> [(header::HeaderName, HeaderValue); 5] {
@@ -299,7 +275,10 @@ fn content_headers(digest: &str, media_type: &str) -> [(header::HeaderName, Head
             HeaderValue::from_str(media_type)
                 .unwrap_or(HeaderValue::from_static("application/octet-stream")),
         ),
-        (header::ETAG, etag_of(digest)),
+        (
+            header::ETAG,
+            HeaderValue::from_str(&etag_of(digest)).expect("a digest is a valid header value"),
+        ),
         (
             header::CACHE_CONTROL,
             HeaderValue::from_static("public, max-age=31536000, immutable"),
@@ -320,7 +299,7 @@ async fn manifest(
 ) -> Result<Response, HttpError> {
     let found = registry.manifest(repo, reference, head).await?;
     let digest = found.digest.as_str();
-    if client_has(headers, &format!("\"{digest}\"")) {
+    if client_has(headers, &etag_of(digest)) {
         return Ok((
             StatusCode::NOT_MODIFIED,
             content_headers(digest, &found.media_type),
@@ -351,7 +330,7 @@ async fn blob(
     let (digest, size) = registry.blob_size(repo, digest).await?;
     let mut common = content_headers(digest.as_str(), "application/octet-stream").to_vec();
     common.push((header::ACCEPT_RANGES, HeaderValue::from_static("bytes")));
-    if client_has(headers, &format!("\"{digest}\"")) {
+    if client_has(headers, &etag_of(digest.as_str())) {
         return Ok((
             StatusCode::NOT_MODIFIED,
             axum::response::AppendHeaders(common),
@@ -570,15 +549,6 @@ mod tests {
         ] {
             assert_eq!(part(whole), None, "{whole}");
         }
-    }
-
-    #[test]
-    fn basic_credentials_decode() {
-        assert_eq!(base64_decode("dXNlcjpzM2NyZXQ=").unwrap(), b"user:s3cret");
-        assert_eq!(base64_decode("YQ").unwrap(), b"a");
-        assert_eq!(base64_decode("YWI").unwrap(), b"ab");
-        assert!(base64_decode("not base64!").is_none());
-        assert!(base64_decode("Y").is_none());
     }
 
     #[test]

@@ -112,26 +112,41 @@ pub async fn read_small(
     digest: &Digest,
     max: u64,
 ) -> Result<Option<Vec<u8>>, BlobError> {
+    let mut out = Vec::new();
+    let found = each_chunk(store, digest, Some(max), |chunk| {
+        out.extend_from_slice(chunk)
+    })
+    .await?;
+    Ok(found.map(|()| out))
+}
+
+/// Opens a stored blob and hands its bytes to `f` chunk by chunk; `None` when there is
+/// no such blob. A blob over `max` is refused before anything is read.
+async fn each_chunk(
+    store: &dyn BlobStore,
+    digest: &Digest,
+    max: Option<u64>,
+    mut f: impl FnMut(&[u8]),
+) -> Result<Option<()>, BlobError> {
     use futures_util::TryStreamExt;
     let Some(blob) = store.open(digest, None).await? else {
         return Ok(None);
     };
-    if blob.size > max {
+    if let Some(limit) = max.filter(|&m| blob.size > m) {
         return Err(BlobError::TooLarge {
             digest: digest.clone(),
-            limit: max,
+            limit,
         });
     }
-    let mut out = Vec::with_capacity(blob.size as usize);
     let mut body = blob.body;
     while let Some(chunk) = body
         .try_next()
         .await
         .map_err(BlobError::storage("reading"))?
     {
-        out.extend_from_slice(&chunk);
+        f(&chunk);
     }
-    Ok(Some(out))
+    Ok(Some(()))
 }
 
 /// A stream of one in-memory buffer, for small blobs (manifests) and tests.
@@ -144,19 +159,8 @@ pub fn once(bytes: impl Into<Bytes>) -> ByteStream {
 /// digest, `Some(false)` when they do not (disk corruption, a hand edit), `None` when
 /// it is gone.
 pub async fn verify(store: &dyn BlobStore, digest: &Digest) -> Result<Option<bool>, BlobError> {
-    use futures_util::TryStreamExt;
     use sha2::Digest as _;
-    let Some(blob) = store.open(digest, None).await? else {
-        return Ok(None);
-    };
     let mut hasher = sha2::Sha256::new();
-    let mut body = blob.body;
-    while let Some(chunk) = body
-        .try_next()
-        .await
-        .map_err(BlobError::storage("reading"))?
-    {
-        hasher.update(&chunk);
-    }
-    Ok(Some(Digest::from_hash(&hasher.finalize()) == *digest))
+    let found = each_chunk(store, digest, None, |chunk| hasher.update(chunk)).await?;
+    Ok(found.map(|()| Digest::from_hash(&hasher.finalize()) == *digest))
 }

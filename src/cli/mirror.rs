@@ -67,6 +67,24 @@ enum MirrorCommand {
     },
 }
 
+/// The blob store under `data_dir`, as `serve` and these commands open it.
+pub(super) fn open_blobs(data_dir: &std::path::Path) -> anyhow::Result<Arc<dyn BlobStore>> {
+    let root = data_dir.join("blobs");
+    let store = FsBlobStore::open(&root)
+        .with_context(|| format!("opening the blob store {}", root.display()))?;
+    Ok(Arc::new(store))
+}
+
+/// The upstreams file given with `--upstreams`, or anonymous HTTPS for every host.
+pub(super) fn load_upstreams(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<crate::mirror::Upstreams> {
+    match path {
+        Some(path) => crate::mirror::Upstreams::load(path).context("reading --upstreams"),
+        None => Ok(crate::mirror::Upstreams::default()),
+    }
+}
+
 pub fn run(args: MirrorArgs) -> anyhow::Result<bool> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
@@ -75,11 +93,7 @@ pub fn run(args: MirrorArgs) -> anyhow::Result<bool> {
         let store = Store::open(&db)
             .await
             .with_context(|| format!("opening database {}", db.display()))?;
-        let root = args.data_dir.join("blobs");
-        let blobs: Arc<dyn BlobStore> = Arc::new(
-            FsBlobStore::open(&root)
-                .with_context(|| format!("opening the blob store {}", root.display()))?,
-        );
+        let blobs = open_blobs(&args.data_dir)?;
         let ok = match args.command {
             MirrorCommand::Status { json } => status(&store, json).await?,
             MirrorCommand::Retry { filter } => {
@@ -234,10 +248,7 @@ async fn run_now(
     upstreams: Option<&std::path::Path>,
     jobs: u16,
 ) -> anyhow::Result<bool> {
-    let upstreams = match upstreams {
-        Some(path) => crate::mirror::Upstreams::load(path).context("reading --upstreams")?,
-        None => crate::mirror::Upstreams::default(),
-    };
+    let upstreams = load_upstreams(upstreams)?;
     store.enqueue_unlinked_images(crate::clock::now()).await?;
     let settings = crate::mirror::Settings {
         jobs: usize::from(jobs),

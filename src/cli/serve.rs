@@ -196,11 +196,7 @@ async fn open_registry(
     crate::registry::Registry,
     Option<std::sync::Arc<crate::mirror::Mirror>>,
 )> {
-    let root = args.data_dir.join("blobs");
-    let blobs: std::sync::Arc<dyn crate::blob::BlobStore> = std::sync::Arc::new(
-        crate::blob::FsBlobStore::open(&root)
-            .with_context(|| format!("opening the blob store {}", root.display()))?,
-    );
+    let blobs = super::mirror::open_blobs(&args.data_dir)?;
     let linked = store
         .enqueue_unlinked_images(crate::clock::now())
         .await
@@ -216,10 +212,7 @@ async fn open_registry(
         tracing::info!("mirroring is off; /v2/ serves what was mirrored before");
         return Ok((registry, None));
     }
-    let upstreams = match &args.upstreams {
-        Some(path) => crate::mirror::Upstreams::load(path).context("reading --upstreams")?,
-        None => crate::mirror::Upstreams::default(),
-    };
+    let upstreams = super::mirror::load_upstreams(args.upstreams.as_deref())?;
     let settings = crate::mirror::Settings {
         jobs: usize::from(args.mirror_jobs),
         lease: args.mirror_lease.max(std::time::Duration::from_secs(3)),

@@ -197,10 +197,6 @@ impl Upstreams {
     pub fn get(&self, host: &str) -> Option<&Upstream> {
         self.by_host.get(host)
     }
-
-    pub fn hosts(&self) -> impl Iterator<Item = &Upstream> {
-        self.by_host.values()
-    }
 }
 
 impl Upstream {

@@ -57,10 +57,6 @@ impl Registry {
         Registry { store, blobs }
     }
 
-    pub fn blobs(&self) -> &Arc<dyn BlobStore> {
-        &self.blobs
-    }
-
     /// A manifest of `repo` by digest or by tag; with its bytes unless `head`.
     pub async fn manifest(
         &self,

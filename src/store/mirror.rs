@@ -408,34 +408,6 @@ impl Store {
         Ok(rows.iter().map(status_row).collect())
     }
 
-    /// The mirror status of the image a published version pins.
-    pub async fn mirror_status_of_version(
-        &self,
-        publisher: &str,
-        name: &str,
-        canonical: &str,
-    ) -> Result<Option<MirrorStatus>, StoreError> {
-        let sql = format!(
-            "SELECT {} FROM mirror_images m
-             JOIN plugin_versions v ON v.image_id = m.id
-             JOIN plugins p ON p.id = v.plugin_id
-             JOIN publishers pub ON pub.id = p.publisher_id
-             WHERE pub.name = ? AND p.name = ? AND v.canonical = ?",
-            STATUS_COLUMNS
-                .split(", ")
-                .map(|c| format!("m.{c} AS {c}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(publisher)
-            .bind(name)
-            .bind(canonical)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.as_ref().map(status_row))
-    }
-
     /// Images and their bytes per status, for metrics and the CLI; every status is
     /// listed, with zeros, so a metric never disappears.
     pub async fn mirror_counts(&self) -> Result<Vec<(String, i64, i64)>, StoreError> {
