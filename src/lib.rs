@@ -1,9 +1,10 @@
 //! Fundament plugin marketplace.
 //!
 //! Layering, top to bottom: `cli` (and `server`, which runs a router) calls `api`, the
-//! HTTP layer; `api` calls the domain modules (`catalog`, `web`, `trust`, `sync`); those
-//! call `store` and `definition`; `store` calls only `definition`. Nothing below `api`
-//! knows about requests or responses. docs/ARCHITECTURE.md has the rule of each module.
+//! HTTP layer; `api` calls the domain modules (`catalog`, `web`, `trust`, `sync`,
+//! `mirror`, `registry`); those call `store`, `blob` and `definition`; `store` calls only
+//! `definition`, `blob` nothing. Nothing below `api` knows about requests or responses.
+//! docs/ARCHITECTURE.md has the rule of each module.
 
 pub mod api;
 pub mod blob;
