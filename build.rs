@@ -5,4 +5,29 @@ fn main() {
     println!("cargo:rerun-if-changed=static");
     println!("cargo:rerun-if-changed=templates");
     println!("cargo:rerun-if-changed=migrations");
+    println!("cargo:rerun-if-changed=proto");
+    compile_protos();
+}
+
+/// Fundament's contracts, compiled from `proto/` at build time. protox parses them in
+/// pure Rust (Debian's `protoc` 3.21 would do, but a build should need nothing beyond
+/// cargo), and connectrpc-build turns the descriptors into message types and service
+/// traits.
+fn compile_protos() {
+    const FILES: [&str; 3] = [
+        "organization/v1/plugin.proto",
+        "catalog/v1/catalog.proto",
+        "marketplace/v1/marketplace.proto",
+    ];
+    let descriptors = protox::compile(FILES, ["proto"]).unwrap_or_else(|e| panic!("{e:?}"));
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"))
+        .join("fundament.fds.bin");
+    std::fs::write(&out, protox::prost::Message::encode_to_vec(&descriptors))
+        .expect("OUT_DIR is writable");
+    connectrpc_build::Config::new()
+        .files(&FILES)
+        .descriptor_set(&out)
+        .include_file("_connectrpc.rs")
+        .compile()
+        .expect("generating Rust from proto/");
 }

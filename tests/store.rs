@@ -7,6 +7,7 @@ use common::{FUNDAMENT_STYLE, NOW, with_version};
 use marketplace::catalog::builtin;
 use marketplace::definition::Definition;
 use marketplace::store::{Inserted, PluginQuery, Store, StoreError};
+use marketplace::sync::sideload::OnConflict;
 
 #[tokio::test]
 async fn builtins_load_once_and_again_changes_nothing() {
@@ -188,7 +189,10 @@ async fn opening_the_sync_database_recomputes_stale_summaries() {
     let path = dir.path().join("sync.db");
     let store = SyncStore::open(&path).await.unwrap();
     let def = Definition::parse(FUNDAMENT_STYLE.as_bytes()).unwrap();
-    store.add_sideload("acme", &def, "t1", NOW).await.unwrap();
+    store
+        .add_sideload("acme", &def, "t1", NOW, OnConflict::Refuse)
+        .await
+        .unwrap();
     store.close().await;
     // A source row and a sideload as migration sync/0003 leaves them: summaries marked
     // stale (NULL for sources, the empty text for sideloads).

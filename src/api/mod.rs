@@ -18,6 +18,7 @@
 //! them calls back, and none of them depends on axum.
 
 pub mod catalog;
+pub mod connect;
 pub mod error;
 pub mod extract;
 pub mod layers;

@@ -28,7 +28,7 @@ use super::extract::bearer;
 use super::layers::{Limits, too_large, with_layers};
 use crate::definition::{MAX_DEFINITION_BYTES, parse_version};
 use crate::sync::plan::PlanError;
-use crate::sync::sideload::{Added, Scope, SideloadError};
+use crate::sync::sideload::{Added, OnConflict, Scope, SideloadError};
 use crate::sync::store::SyncStoreError;
 use crate::sync::view::{Clash, Offer, OrgView, Origin, Plugin};
 use crate::sync::worker::{PlanRequestError, Worker};
@@ -322,10 +322,12 @@ async fn add_sideload(
     if body.len() > MAX_DEFINITION_BYTES {
         return Err(too_large(MAX_DEFINITION_BYTES));
     }
-    let (def, added) = worker.sideload(&org, &body, &token_id).await?;
+    let (def, added) = worker
+        .sideload(&org, &body, &token_id, OnConflict::Refuse)
+        .await?;
     let status = match added {
         Added::New => StatusCode::CREATED,
-        Added::Unchanged => StatusCode::OK,
+        Added::Unchanged | Added::Replaced => StatusCode::OK,
     };
     let body = json!({
         "org": org,

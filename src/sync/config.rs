@@ -17,6 +17,43 @@ pub struct Config {
     pub data_dir: PathBuf,
     pub listen: String,
     pub sources: Vec<SourceConfig>,
+    /// How the worker answers Fundament's `organization.v1.PluginService`.
+    pub fundament: FundamentConfig,
+}
+
+/// The `fundament:` section: what Fundament's own contract needs from the operator.
+#[derive(Debug, Clone, Default)]
+pub struct FundamentConfig {
+    pub anonymous_definitions: AnonymousDefinitions,
+    /// Offered to every organization by `ListPresets`, in file order.
+    pub presets: Vec<Preset>,
+}
+
+/// Which definitions `GetPluginDefinition` returns without a token. Fundament's plugin
+/// controller calls it without one, so anything stricter than `offered` means the
+/// controller cannot install what the stricter rule withholds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum AnonymousDefinitions {
+    /// Every definition the organization is offered: built-ins, synced from a
+    /// marketplace, and its own sideloads.
+    #[default]
+    Offered,
+    /// Built-ins and synced definitions; an organization's sideloads need its token or
+    /// the reader token.
+    Public,
+    /// None: every call needs the organization's token or the reader token.
+    None,
+}
+
+/// A named set of plugins the console offers to install together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preset {
+    /// A DNS-1123 label, unique in the file.
+    pub name: String,
+    pub description: String,
+    /// Plugin names (`metadata.name`).
+    pub plugins: Vec<String>,
 }
 
 /// One marketplace to sync from.
@@ -54,6 +91,26 @@ struct RawConfig {
     listen: Option<String>,
     #[serde(default)]
     sources: Vec<RawSource>,
+    #[serde(default)]
+    fundament: RawFundament,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawFundament {
+    #[serde(default)]
+    anonymous_definitions: AnonymousDefinitions,
+    #[serde(default)]
+    presets: Vec<RawPreset>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawPreset {
+    name: String,
+    #[serde(default)]
+    description: String,
+    plugins: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -157,12 +214,50 @@ impl Config {
                 round_timeout,
             });
         }
+        let fundament = FundamentConfig {
+            anonymous_definitions: raw.fundament.anonymous_definitions,
+            presets: presets(raw.fundament.presets)?,
+        };
         Ok(Config {
+            fundament,
             data_dir: base.join(raw.data_dir.unwrap_or_else(|| PathBuf::from("sync-data"))),
             listen: raw.listen.unwrap_or_else(|| "127.0.0.1:8081".into()),
             sources,
         })
     }
+}
+
+/// Presets with checked names; `fundament.presets[i]` names the bad one.
+fn presets(raw: Vec<RawPreset>) -> Result<Vec<Preset>, String> {
+    let mut out: Vec<Preset> = Vec::new();
+    for (i, p) in raw.into_iter().enumerate() {
+        let at = format!("fundament.presets[{i}]");
+        if !crate::definition::is_dns_label(&p.name) {
+            return Err(format!(
+                "{at}.name: `{}` must be a DNS-1123 label (lowercase letters, digits, '-')",
+                p.name
+            ));
+        }
+        if out.iter().any(|o| o.name == p.name) {
+            return Err(format!("{at}.name: `{}` is used twice", p.name));
+        }
+        if p.plugins.is_empty() {
+            return Err(format!("{at}.plugins: a preset needs at least one plugin"));
+        }
+        for (j, name) in p.plugins.iter().enumerate() {
+            if !crate::definition::is_dns_label(name) {
+                return Err(format!(
+                    "{at}.plugins[{j}]: `{name}` is not a plugin name (DNS-1123 label)"
+                ));
+            }
+        }
+        out.push(Preset {
+            name: p.name,
+            description: p.description,
+            plugins: p.plugins,
+        });
+    }
+    Ok(out)
 }
 
 /// The same parser settings and budgets as definitions (the file is at most 1 MiB too),
@@ -204,7 +299,28 @@ mod tests {
         assert_eq!(ok.sources[0].priority, 5);
         assert_eq!(ok.sources[0].request_timeout, Duration::from_secs(30));
         assert_eq!(ok.sources[0].round_timeout, Duration::from_secs(600));
-        assert!(Config::parse("", dir.path()).unwrap().sources.is_empty());
+        let empty = Config::parse("", dir.path()).unwrap();
+        assert!(empty.sources.is_empty());
+        assert_eq!(
+            empty.fundament.anonymous_definitions,
+            AnonymousDefinitions::Offered
+        );
+        assert!(empty.fundament.presets.is_empty());
+        let f = Config::parse(
+            "fundament:\n  anonymousDefinitions: public\n  presets:\n    - {name: base, description: Basics, plugins: [cert-manager, storage]}\n",
+            dir.path(),
+        )
+        .unwrap()
+        .fundament;
+        assert_eq!(f.anonymous_definitions, AnonymousDefinitions::Public);
+        assert_eq!(
+            f.presets,
+            vec![Preset {
+                name: "base".into(),
+                description: "Basics".into(),
+                plugins: vec!["cert-manager".into(), "storage".into()],
+            }]
+        );
         for (text, field) in [
             (
                 "sources:\n  - {name: Bad, url: http://h/, root: root.json}",
@@ -239,6 +355,26 @@ mod tests {
                 "sources[0].roundTimeout",
             ),
             ("colour: blue", "colour"),
+            (
+                "fundament: {anonymousDefinitions: always}",
+                "anonymousDefinitions",
+            ),
+            (
+                "fundament: {presets: [{name: Base, plugins: [a]}]}",
+                "fundament.presets[0].name",
+            ),
+            (
+                "fundament: {presets: [{name: base, plugins: []}]}",
+                "fundament.presets[0].plugins",
+            ),
+            (
+                "fundament: {presets: [{name: base, plugins: [Bad]}]}",
+                "fundament.presets[0].plugins[0]",
+            ),
+            (
+                "fundament: {presets: [{name: a, plugins: [x]}, {name: a, plugins: [y]}]}",
+                "fundament.presets[1].name",
+            ),
         ] {
             let err = Config::parse(text, dir.path()).unwrap_err();
             assert!(err.contains(field), "{text}: {err}");

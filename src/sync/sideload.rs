@@ -54,6 +54,18 @@ pub enum Added {
     New,
     /// The same bytes were already there.
     Unchanged,
+    /// Other bytes were there and the caller asked to replace them (Fundament's
+    /// `PutPluginDefinition` with `replace`).
+    Replaced,
+}
+
+/// What to do when the version is already sideloaded with other bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnConflict {
+    /// Refuse: versions are immutable (the JSON API; Fundament without `replace`).
+    Refuse,
+    /// Overwrite the stored bytes (Fundament's `replace`).
+    Replace,
 }
 
 /// What a local API token may do.
@@ -98,13 +110,15 @@ pub fn check_org(org: &str) -> Result<(), SideloadError> {
 }
 
 impl SyncStore {
-    /// Stores a validated definition for `org`; the same bytes again change nothing.
+    /// Stores a validated definition for `org`; the same bytes again change nothing, and
+    /// other bytes for a stored version are refused unless `on_conflict` replaces them.
     pub async fn add_sideload(
         &self,
         org: &str,
         def: &Definition,
         token_id: &str,
         now: i64,
+        on_conflict: OnConflict,
     ) -> Result<Added, SideloadError> {
         check_org(org)?;
         let version = def.version.to_string();
@@ -119,6 +133,24 @@ impl SyncStore {
         .await?;
         match existing {
             Some(hash) if hash == def.hash => return Ok(Added::Unchanged),
+            Some(_) if on_conflict == OnConflict::Replace => {
+                sqlx::query(
+                    "UPDATE sideloads SET hash = ?, summary = ?, definition = ?, created_at = ?, token_id = ?
+                     WHERE org = ? AND name = ? AND version = ?",
+                )
+                .bind(&def.hash)
+                .bind(super::view::Summary::of(def).to_json())
+                .bind(&def.bytes)
+                .bind(now)
+                .bind(token_id)
+                .bind(org)
+                .bind(def.name())
+                .bind(&version)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                return Ok(Added::Replaced);
+            }
             Some(_) => {
                 return Err(SideloadError::Conflict {
                     name: def.name().to_owned(),

@@ -36,6 +36,14 @@ pub struct Summary {
     pub requirements: RequirementsSummary,
     pub dependencies: Vec<String>,
     pub image: String,
+    /// `metadata.tags`. Absent from summaries stored before it was added (the sync
+    /// migration 0005 recomputes those).
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// `metadata.version` as written (`v1.19.3`): Fundament pins and compares the
+    /// version as its definitions spell it.
+    #[serde(default)]
+    pub version_as_written: String,
 }
 
 /// What an admin approves before install ([`Definition::approval`]: `spec.requirements`
@@ -87,6 +95,8 @@ impl Summary {
                 .map(|d| d.to_string())
                 .collect(),
             image: def.manifest.spec.image.to_string(),
+            tags: def.tags().map(str::to_owned).collect(),
+            version_as_written: def.version_text().to_owned(),
         }
     }
 

@@ -29,7 +29,7 @@ use super::config::{Config, SourceConfig};
 use super::merge::{self, Row, SourceRows};
 use super::plan::{self, Plan, PlanError};
 use super::round::{self, Reason, RoundError, Synced};
-use super::sideload::{Added, SideloadError, check_org};
+use super::sideload::{Added, OnConflict, SideloadError, check_org};
 use super::store::{SourceStatus, SyncStore, SyncStoreError};
 use super::view::{BaseView, OrgView, Summary, Trust};
 use crate::catalog::builtin::{self, BuiltinError};
@@ -355,12 +355,13 @@ impl Worker {
         org: &str,
         bytes: &[u8],
         token_id: &str,
+        on_conflict: OnConflict,
     ) -> Result<(Definition, Added), SideloadError> {
         check_org(org)?;
         let def = Definition::parse(bytes)?;
         let added = self
             .store
-            .add_sideload(org, &def, token_id, crate::clock::now())
+            .add_sideload(org, &def, token_id, crate::clock::now(), on_conflict)
             .await?;
         Ok((def, added))
     }

@@ -14,6 +14,7 @@ use marketplace::store::Store;
 use marketplace::{AppState, app};
 use tower::ServiceExt;
 
+pub mod buf;
 pub mod mirror;
 pub mod oci;
 pub mod publishing;

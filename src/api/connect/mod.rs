@@ -1,0 +1,116 @@
+//! Fundament's own Connect contracts (`proto/`, types in [`crate::proto`]):
+//! `organization.v1.PluginService` on the worker, per organization, and
+//! `catalog.v1.CatalogService` on the server.
+//!
+//! connectrpc does the protocol (binary protobuf and proto3 JSON, Connect's error body
+//! and status mapping); the services here translate between the contracts' messages and
+//! our domains. Domain errors keep their one mapping to [`HttpError`] and are drawn as a
+//! Connect error by [`to_connect`], so a refusal means the same on every surface.
+//!
+//! Layering: HTTP only, like the rest of `api`.
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use connectrpc::{ConnectError, ConnectRpcService, ErrorCode};
+
+use super::error::HttpError;
+use super::layers::Limits;
+
+/// Connect requests carry at most one definition (1 MiB; JSON spells bytes in base64,
+/// a third more) and a few short strings.
+pub const LIMITS: Limits = Limits {
+    body_bytes: 2 * 1024 * 1024,
+    timeout: Duration::from_secs(30),
+};
+
+/// The Connect code a refusal of ours stands for, from its HTTP status: the same table
+/// Connect uses the other way round, with 409 as `failed_precondition` (a version that
+/// exists with other bytes, a name publishers clash over) and 422 (an invalid
+/// definition) as `invalid_argument`.
+pub fn to_connect(e: HttpError) -> ConnectError {
+    let code = match e.status {
+        StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY => ErrorCode::InvalidArgument,
+        StatusCode::UNAUTHORIZED => ErrorCode::Unauthenticated,
+        StatusCode::FORBIDDEN => ErrorCode::PermissionDenied,
+        StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        StatusCode::CONFLICT => ErrorCode::FailedPrecondition,
+        StatusCode::PAYLOAD_TOO_LARGE | StatusCode::TOO_MANY_REQUESTS => {
+            ErrorCode::ResourceExhausted
+        }
+        StatusCode::SERVICE_UNAVAILABLE => ErrorCode::Unavailable,
+        StatusCode::GATEWAY_TIMEOUT | StatusCode::REQUEST_TIMEOUT => ErrorCode::DeadlineExceeded,
+        _ => ErrorCode::Internal,
+    };
+    ConnectError::new(code, e.message)
+}
+
+/// How the surface's limits (body size, timeout) draw their refusals: Connect's body.
+pub fn render(e: HttpError) -> Response {
+    to_connect(e).into_response()
+}
+
+/// A Connect service over `router` with our message limits.
+pub fn service(router: connectrpc::Router) -> ConnectRpcService {
+    ConnectRpcService::new(router).with_limits(
+        connectrpc::Limits::default()
+            .with_max_request_body_size(LIMITS.body_bytes)
+            .with_max_message_size(LIMITS.body_bytes),
+    )
+}
+
+/// `text` cut to at most `max` characters at a word boundary, with an ellipsis when cut:
+/// the short descriptions listings show. The first sentence when it is short enough.
+pub fn short(text: &str, max: usize) -> String {
+    let text = text.trim();
+    let first_line = text.lines().next().unwrap_or_default().trim();
+    let sentence = match first_line.find(". ") {
+        Some(end) => &first_line[..=end],
+        None => first_line,
+    };
+    if sentence.chars().count() <= max {
+        return sentence.to_owned();
+    }
+    let cut: String = sentence.chars().take(max.saturating_sub(1)).collect();
+    let at_word = match cut.rfind(' ') {
+        Some(space) if space > cut.len() / 2 => &cut[..space],
+        _ => &cut,
+    };
+    format!("{}…", at_word.trim_end_matches([' ', ',', ';', ':']))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_descriptions_keep_the_first_sentence_and_cut_at_words() {
+        assert_eq!(
+            short("Automated TLS certificates. Issues and renews them.", 160),
+            "Automated TLS certificates."
+        );
+        assert_eq!(short("One line\nsecond line", 160), "One line");
+        assert_eq!(short("alpha beta gamma delta", 12), "alpha beta…");
+        assert!(short(&"x".repeat(500), 160).chars().count() <= 160);
+        assert_eq!(short("", 160), "");
+    }
+
+    #[test]
+    fn refusals_keep_their_meaning_as_connect_codes() {
+        use super::super::error::ErrorCode as Ours;
+        for (status, code) in [
+            (StatusCode::BAD_REQUEST, "invalid_argument"),
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_argument"),
+            (StatusCode::UNAUTHORIZED, "unauthenticated"),
+            (StatusCode::FORBIDDEN, "permission_denied"),
+            (StatusCode::NOT_FOUND, "not_found"),
+            (StatusCode::CONFLICT, "failed_precondition"),
+            (StatusCode::PAYLOAD_TOO_LARGE, "resource_exhausted"),
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        ] {
+            let e = to_connect(HttpError::new(status, Ours::Internal, "why"));
+            assert_eq!(e.code.as_str(), code, "{status}");
+        }
+    }
+}
