@@ -68,8 +68,16 @@ pub fn router(worker: Arc<Worker>) -> axum::Router {
         .fallback(|uri: axum::http::Uri| async move {
             HttpError::not_found(format!("no route {}", uri.path()))
         })
-        .with_state(worker);
-    with_layers(LIMITS.apply(routes, HttpError::into_response))
+        .with_state(worker.clone());
+    let connect = super::connect::LIMITS.apply(
+        super::connect::organization::router(worker),
+        super::connect::render,
+    );
+    with_layers(
+        LIMITS
+            .apply(routes, HttpError::into_response)
+            .merge(connect),
+    )
 }
 
 type Shared = State<Arc<Worker>>;
@@ -133,7 +141,7 @@ impl From<PlanRequestError> for HttpError {
 }
 
 /// The caller's token must allow reading (`write == false`) or changing `org`.
-async fn authorize(
+pub(crate) async fn authorize(
     worker: &Worker,
     headers: &HeaderMap,
     org: &str,

@@ -359,6 +359,19 @@ impl Worker {
     ) -> Result<(Definition, Added), SideloadError> {
         check_org(org)?;
         let def = Definition::parse(bytes)?;
+        self.sideload_definition(org, def, token_id, on_conflict)
+            .await
+    }
+
+    /// Stores an already parsed definition for `org` (see [`Self::sideload`]).
+    pub async fn sideload_definition(
+        &self,
+        org: &str,
+        def: Definition,
+        token_id: &str,
+        on_conflict: OnConflict,
+    ) -> Result<(Definition, Added), SideloadError> {
+        check_org(org)?;
         let added = self
             .store
             .add_sideload(org, &def, token_id, crate::clock::now(), on_conflict)

@@ -9,6 +9,9 @@
 //!
 //! Layering: HTTP only, like the rest of `api`.
 
+mod definition;
+pub mod organization;
+
 use std::time::Duration;
 
 use axum::http::StatusCode;
@@ -46,9 +49,12 @@ pub fn to_connect(e: HttpError) -> ConnectError {
     ConnectError::new(code, e.message)
 }
 
-/// How the surface's limits (body size, timeout) draw their refusals: Connect's body.
+/// How the surface's limits (body size, timeout) draw their refusals: Connect's body,
+/// with the limit's own HTTP status (413 rather than the 429 of Connect's table for
+/// `resource_exhausted`), since no handler ran; clients read the code from the body.
 pub fn render(e: HttpError) -> Response {
-    to_connect(e).into_response()
+    let status = e.status;
+    to_connect(e).with_http_status(status).into_response()
 }
 
 /// A Connect service over `router` with our message limits.
