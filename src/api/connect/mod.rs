@@ -9,6 +9,8 @@
 //!
 //! Layering: HTTP only, like the rest of `api`.
 
+pub mod catalog;
+
 use std::time::Duration;
 
 use axum::http::StatusCode;
