@@ -277,7 +277,9 @@ impl From<PublishError> for HttpError {
 impl From<CatalogError> for HttpError {
     fn from(e: CatalogError) -> Self {
         match e {
-            CatalogError::BadParameter { .. } => HttpError::bad_parameter(e.to_string()),
+            CatalogError::BadParameter { .. } | CatalogError::InvalidArgument(_) => {
+                HttpError::bad_parameter(e.to_string())
+            }
             CatalogError::NotFound(what) => HttpError::not_found(format!("{what} not found")),
             CatalogError::Store(e) => e.into(),
         }

@@ -175,15 +175,23 @@ async fn limit_body(req: Request, next: Next, limit: usize, render: Render) -> R
         ))
     });
     let response = next.run(req).await;
-    let rest = {
+    let (rest, cut) = {
         let mut slot = slot.lock().expect("slot lock");
         if slot.ended {
             return response;
         }
-        Unread {
+        let rest = Unread {
             body: slot.body.take().unwrap_or_default(),
             left: declared.map(|n| n.saturating_sub(slot.read)),
-        }
+        };
+        (rest, slot.read > limit as u64)
+    };
+    // A body cut at the limit is too large whatever the handler made of the cut: axum's
+    // extractors say so, but connectrpc only sees a failed read and answers `internal`.
+    let response = if cut {
+        render(too_large(limit))
+    } else {
+        response
     };
     closing(rest.drain(limit).await, response)
 }
@@ -356,7 +364,17 @@ mod tests {
                 post(|body: axum::body::Bytes| async move { body.len().to_string() }),
             )
             // Answers without reading the body, as a handler refusing a token does.
-            .route("/refuse", post(|| async { StatusCode::UNAUTHORIZED }));
+            .route("/refuse", post(|| async { StatusCode::UNAUTHORIZED }))
+            // Takes any failed read for its own failure, as connectrpc does.
+            .route(
+                "/strict",
+                post(|body: Body| async move {
+                    match axum::body::to_bytes(body, usize::MAX).await {
+                        Ok(b) => b.len().to_string().into_response(),
+                        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                    }
+                }),
+            );
         limits.apply(routes, teapot)
     }
 
@@ -386,6 +404,22 @@ mod tests {
             .unwrap();
         assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
         assert_eq!(body_text(r).await, "teapot:payload_too_large");
+
+        // Without a declared length the body is cut at the limit; whatever the handler
+        // made of the cut, the answer is the surface's own "too large".
+        for path in ["/echo", "/strict"] {
+            let r = app
+                .clone()
+                .oneshot(
+                    Request::post(path)
+                        .body(Body::from(vec![b'a'; 11]))
+                        .unwrap(),
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE, "{path}");
+            assert_eq!(body_text(r).await, "teapot:payload_too_large", "{path}");
+        }
 
         let r = app
             .oneshot(

@@ -7,6 +7,7 @@
 //! - `publishing`: publish, yank, re-sign, `/api/v1/publishers...` (publisher tokens);
 //! - `registry`: the OCI pull API under `/v2/` (its own error body);
 //! - `ops`: `/healthz`, `/readyz`;
+//! - `connect`: Fundament's Connect contracts (`catalog.v1.CatalogService` here);
 //! - `worker`: the sync worker's local API (its own application, its own state).
 //!
 //! `error` is the one edge error type ([`HttpError`], codes in [`ErrorCode`]), `extract`
@@ -37,6 +38,7 @@ pub use error::{ErrorCode, HttpError};
 pub use layers::{Limits, MAX_BODY_BYTES, MAX_HEADER_BYTES};
 pub use publishing::MAX_PUBLISH_BODY_BYTES;
 
+use crate::catalog::Curation;
 use crate::ratelimit::AuthLimiter;
 use crate::store::Store;
 use crate::trust::server::state::Signer;
@@ -60,6 +62,9 @@ pub struct AppState {
     /// When set, `/v2/` answers only requests carrying one of these tokens (kept as
     /// hex sha256); anonymous pulls otherwise.
     pub pull_tokens: Option<Arc<std::collections::HashSet<String>>>,
+    /// Categories, featured plugins and labels of `catalog.v1.CatalogService`, loaded
+    /// at start (`serve --curation`); the compiled-in default otherwise.
+    pub curation: Arc<Curation>,
 }
 
 impl AppState {
@@ -75,6 +80,7 @@ impl AppState {
             trust_forwarded_for: false,
             registry: None,
             pull_tokens: None,
+            curation: Curation::builtin(),
         }
     }
 }
@@ -88,6 +94,7 @@ pub fn app(state: AppState) -> Router {
         .merge(tuf::router())
         .merge(publishing::router())
         .merge(registry::router())
+        .merge(connect::catalog::router(&state))
         .merge(pages::fallback());
     layers::with_layers(routes).with_state(state)
 }

@@ -1,13 +1,17 @@
 //! The catalog: built-in definitions, queries and the plugin detail view shared by the
-//! pages and the JSON API. Services here call the store; the store never calls back.
+//! pages and the JSON API; the public catalog and its curation as Fundament's catalog
+//! contract shows them. Services here call the store; the store never calls back.
 
 pub mod builtin;
+pub mod curation;
 mod detail;
 mod params;
+pub mod public;
 pub mod rbac;
 
+pub use curation::{Curation, CurationError};
 pub use detail::{Link, MajorGroup, PluginDetail, PluginRefView, VersionInfo, plugin_detail};
-pub use params::{CatalogParams, MAX_PER_PAGE};
+pub use params::{CatalogParams, MAX_PER_PAGE, search_terms};
 
 use crate::store::StoreError;
 
@@ -18,6 +22,9 @@ pub enum CatalogError {
         parameter: &'static str,
         reason: String,
     },
+    /// A request field that is not acceptable; the message names the field.
+    #[error("{0}")]
+    InvalidArgument(String),
     #[error("{0} not found")]
     NotFound(String),
     #[error(transparent)]

@@ -27,19 +27,8 @@ pub struct CatalogParams {
 
 impl CatalogParams {
     pub fn to_query(&self) -> Result<PluginQuery, CatalogError> {
-        let q = self.q.as_deref().unwrap_or("").trim();
-        if q.chars().count() > MAX_QUERY_CHARS {
-            return Err(bad(
-                "q",
-                format!("search text is limited to {MAX_QUERY_CHARS} characters"),
-            ));
-        }
-        let terms: Vec<String> = q.split_whitespace().map(str::to_lowercase).collect();
-        if terms.len() > MAX_TERMS {
-            return Err(bad("q", format!("at most {MAX_TERMS} search words")));
-        }
         Ok(PluginQuery {
-            terms,
+            terms: search_terms(self.q.as_deref().unwrap_or("")).map_err(|e| bad("q", e))?,
             tag: non_empty(&self.tag),
             publisher: non_empty(&self.publisher),
             no_internet: flag("no_internet", &self.no_internet)?,
@@ -60,6 +49,22 @@ impl CatalogParams {
             per_page: number("per_page", &self.per_page, 24, 1, MAX_PER_PAGE)?,
         })
     }
+}
+
+/// Search text as the words a listing matches (lowercased), or why it is refused. Pages,
+/// the JSON API and Fundament's catalog contract search alike.
+pub fn search_terms(text: &str) -> Result<Vec<String>, String> {
+    let text = text.trim();
+    if text.chars().count() > MAX_QUERY_CHARS {
+        return Err(format!(
+            "search text is limited to {MAX_QUERY_CHARS} characters"
+        ));
+    }
+    let terms: Vec<String> = text.split_whitespace().map(str::to_lowercase).collect();
+    if terms.len() > MAX_TERMS {
+        return Err(format!("at most {MAX_TERMS} search words"));
+    }
+    Ok(terms)
 }
 
 fn bad(parameter: &'static str, reason: String) -> CatalogError {

@@ -1,5 +1,5 @@
 //! RBAC rules summarised in plain words: which resource, and whether the plugin may read
-//! it, change it, or administer it.
+//! it, change it, or administer it; or, for Fundament's catalog contract, which verbs.
 
 use std::collections::BTreeMap;
 
@@ -57,26 +57,31 @@ fn resource_label(group: &str, resource: &str) -> String {
     }
 }
 
+/// What one rule applies to, each named as [`Access::resource`] names it.
+fn targets(rule: &PolicyRule) -> Vec<String> {
+    let groups: Vec<&str> = if rule.api_groups.is_empty() {
+        vec![""]
+    } else {
+        rule.api_groups.iter().map(String::as_str).collect()
+    };
+    let mut targets: Vec<String> = Vec::new();
+    for g in &groups {
+        for r in &rule.resources {
+            targets.push(resource_label(g, r));
+        }
+    }
+    for url in &rule.non_resource_urls {
+        targets.push(format!("URL {url}"));
+    }
+    targets
+}
+
 /// One entry per resource with the highest access any rule grants, sorted by resource.
 pub fn summarize(rules: &[&PolicyRule]) -> Vec<Access> {
     let mut out: BTreeMap<String, AccessLevel> = BTreeMap::new();
     for rule in rules {
         let lvl = level(&rule.verbs);
-        let groups: Vec<&str> = if rule.api_groups.is_empty() {
-            vec![""]
-        } else {
-            rule.api_groups.iter().map(String::as_str).collect()
-        };
-        let mut targets: Vec<String> = Vec::new();
-        for g in &groups {
-            for r in &rule.resources {
-                targets.push(resource_label(g, r));
-            }
-        }
-        for url in &rule.non_resource_urls {
-            targets.push(format!("URL {url}"));
-        }
-        for t in targets {
+        for t in targets(rule) {
             let e = out.entry(t).or_insert(lvl);
             *e = (*e).max(lvl);
         }
@@ -84,6 +89,40 @@ pub fn summarize(rules: &[&PolicyRule]) -> Vec<Access> {
     out.into_iter()
         .map(|(resource, level)| Access { resource, level })
         .collect()
+}
+
+/// A resource and every verb the rules grant on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceVerbs {
+    /// Named as in [`Access::resource`]: `pods`, `certificates.cert-manager.io`, ...
+    pub resource: String,
+    pub verbs: Vec<String>,
+}
+
+/// One entry per resource in the order the rules first name it, with the verbs as
+/// written (each once): what a console lists under "permissions" without judging them.
+pub fn verbs_by_resource(rules: &[&PolicyRule]) -> Vec<ResourceVerbs> {
+    let mut out: Vec<ResourceVerbs> = Vec::new();
+    for rule in rules {
+        for resource in targets(rule) {
+            let at = match out.iter().position(|e| e.resource == resource) {
+                Some(at) => at,
+                None => {
+                    out.push(ResourceVerbs {
+                        resource,
+                        verbs: Vec::new(),
+                    });
+                    out.len() - 1
+                }
+            };
+            for verb in &rule.verbs {
+                if !out[at].verbs.contains(verb) {
+                    out[at].verbs.push(verb.clone());
+                }
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -127,5 +166,25 @@ mod tests {
                 ("secrets".to_string(), "read-write"),
             ]
         );
+    }
+
+    #[test]
+    fn verbs_per_resource_in_rule_order() {
+        let rules = [
+            rule(&[""], &["secrets", "configmaps"], &["get", "list"]),
+            rule(&["cert-manager.io"], &["certificates"], &["get"]),
+            rule(&[""], &["secrets"], &["list", "create"]),
+        ];
+        let refs: Vec<&PolicyRule> = rules.iter().collect();
+        let got: Vec<(String, String)> = verbs_by_resource(&refs)
+            .into_iter()
+            .map(|e| (e.resource, e.verbs.join(", ")))
+            .collect();
+        let want = [
+            ("secrets", "get, list, create"),
+            ("configmaps", "get, list"),
+            ("certificates.cert-manager.io", "get"),
+        ];
+        assert_eq!(got, want.map(|(r, v)| (r.to_string(), v.to_string())));
     }
 }

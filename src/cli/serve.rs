@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 
-use crate::catalog::builtin;
+use crate::catalog::{Curation, builtin};
 use crate::server;
 use crate::store::Store;
 use crate::trust::server::accept;
@@ -67,6 +67,11 @@ pub struct ServeArgs {
     /// lines and `#` comments ignored). Pulls are anonymous without it.
     #[arg(long, env = "MARKETPLACE_REGISTRY_TOKEN_FILE")]
     registry_token_file: Option<PathBuf>,
+    /// Categories, featured plugins and labels of Fundament's catalog contract
+    /// (`catalog.v1.CatalogService`), as YAML (see the README); read at start. Without
+    /// it, a default compiled in sorts the built-ins into categories.
+    #[arg(long, env = "MARKETPLACE_CURATION")]
+    curation: Option<PathBuf>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -76,6 +81,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    // Before anything is opened: a bad file stops the start with its error.
+    let curation = match &args.curation {
+        Some(path) => {
+            std::sync::Arc::new(Curation::load(path).context("loading the curation (--curation)")?)
+        }
+        None => Curation::builtin(),
+    };
     let db = server::prepare_data_dir(&args.data_dir)
         .with_context(|| format!("preparing data directory {}", args.data_dir.display()))?;
     let store = Store::open(&db)
@@ -143,6 +155,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         args.tuf_cache_mib.saturating_mul(1 << 20),
     ));
     state.registry = Some(registry.0);
+    state.curation = curation;
     if let Some(path) = &args.registry_token_file {
         state.pull_tokens = Some(std::sync::Arc::new(read_pull_tokens(path)?));
     }

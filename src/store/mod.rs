@@ -24,7 +24,7 @@ pub use cache::{CacheUsage, DEFAULT_BUDGET as DEFAULT_CACHE_BUDGET};
 pub use changes::{SETTLE as METADATA_STAMP_SETTLE, Stamp};
 pub use mirror::{Content, ContentKind, MirrorJob, MirrorStatus, Referrer, ServedManifest};
 pub use publishers::PublisherRecord;
-pub use query::{Page, PluginQuery, PluginSummary, Sort};
+pub use query::{ListedPlugin, Page, PluginQuery, PluginSummary, Sort};
 pub use tuf::StoredMetadata;
 
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,7 @@
 //! Catalog listing: search, filters and sort in one SQL statement that ranks every match,
 //! kept in the catalog cache (see [`super::cache`]) so pages and counts of the same query
-//! are not ranked again until the catalog changes.
+//! are not ranked again until the catalog changes. Pages and the JSON API read one page
+//! of a listing; Fundament's catalog contract reads every match ([`ListedPlugin`]).
 
 use std::sync::Arc;
 
@@ -73,26 +74,65 @@ pub struct Page<T> {
     pub total: i64,
 }
 
+/// A listed plugin (a version not yanked, its publisher not suspended) with what
+/// Fundament's catalog contract shows of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedPlugin {
+    /// The row id, for [`Store::versions`] and [`Store::definition`].
+    pub id: i64,
+    pub publisher: String,
+    pub name: String,
+    pub display_name: String,
+    pub description: String,
+    /// The latest listed version as written (`v1.19.3`).
+    pub latest_version: String,
+    pub tags: Vec<String>,
+    /// When its oldest version still listed was published (Unix seconds).
+    pub first_published_at: i64,
+}
+
+/// What a query's search words ask of the index.
+enum Search {
+    /// No words: every plugin.
+    All,
+    /// The FTS5 expression every match must satisfy.
+    Match(String),
+    /// Words without letters or digits can match nothing.
+    Nothing,
+}
+
+impl Search {
+    fn of(q: &PluginQuery) -> Search {
+        if q.terms.is_empty() {
+            return Search::All;
+        }
+        match search_expression(&q.terms) {
+            Some(expr) => Search::Match(expr),
+            None => Search::Nothing,
+        }
+    }
+
+    fn expression(&self) -> Option<&str> {
+        match self {
+            Search::Match(expr) => Some(expr),
+            Search::All | Search::Nothing => None,
+        }
+    }
+}
+
 impl Store {
     /// One page of a catalog listing with the number of matches. Served from the catalog
     /// cache when this exact query was answered at the current generation; otherwise the
     /// missing parts (every match's id in order, then the page's rows) are read in one
     /// transaction and kept.
     pub async fn list_plugins(&self, q: &PluginQuery) -> Result<Page<PluginSummary>, StoreError> {
-        let search = if q.terms.is_empty() {
-            None
-        } else {
-            match search_expression(&q.terms) {
-                Some(expr) => Some(expr),
-                // Words without letters or digits can match nothing.
-                None => {
-                    return Ok(Page {
-                        items: Vec::new(),
-                        total: 0,
-                    });
-                }
-            }
-        };
+        let search = Search::of(q);
+        if let Search::Nothing = search {
+            return Ok(Page {
+                items: Vec::new(),
+                total: 0,
+            });
+        }
 
         let page_key = Key::Page(q.clone());
         let generation = self.generation().await?;
@@ -107,16 +147,7 @@ impl Store {
         // kept under (a write may have landed since the read above).
         let mut tx = self.pool.begin().await?;
         let generation = read_generation(&mut tx).await?;
-        let ranked_key = Key::ranked(q);
-        let ranked = match self.cache.get(generation, &ranked_key) {
-            Some(Entry::Ranked(ids)) => ids,
-            _ => {
-                let ids: Arc<[i64]> = ranked_ids(&mut tx, q, search.as_deref()).await?.into();
-                self.cache
-                    .put(generation, ranked_key, Entry::Ranked(ids.clone()));
-                ids
-            }
-        };
+        let ranked = self.ranked(&mut tx, generation, q, &search).await?;
         let per_page = q.per_page as usize;
         let start = (q.page.saturating_sub(1) as usize)
             .saturating_mul(per_page)
@@ -135,6 +166,74 @@ impl Store {
             items: page.items.clone(),
             total: page.total,
         })
+    }
+
+    /// Every plugin `q` matches, in its listing order (its page fields are ignored): the
+    /// ranking is the one pages use, from the same cache; the rows are read each time.
+    pub async fn listed_plugins(&self, q: &PluginQuery) -> Result<Vec<ListedPlugin>, StoreError> {
+        let search = Search::of(q);
+        if let Search::Nothing = search {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.pool.begin().await?;
+        let generation = read_generation(&mut tx).await?;
+        let ranked = self.ranked(&mut tx, generation, q, &search).await?;
+        let listed = listed_rows(&mut tx, &ranked).await?;
+        tx.commit().await?;
+        Ok(listed)
+    }
+
+    /// One plugin if listings show it.
+    pub async fn listed_plugin(
+        &self,
+        publisher: &str,
+        name: &str,
+    ) -> Result<Option<ListedPlugin>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let id: Option<i64> = sqlx::query_scalar(
+            "SELECT p.id FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id
+             WHERE pub.name = ? AND p.name = ? AND p.latest_version IS NOT NULL
+               AND pub.suspended_at IS NULL",
+        )
+        .bind(publisher)
+        .bind(name)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let listed = match id {
+            Some(id) => listed_rows(&mut tx, &[id]).await?.pop(),
+            None => None,
+        };
+        tx.commit().await?;
+        Ok(listed)
+    }
+
+    /// Publisher and name of every plugin listings show, by publisher then name: what
+    /// ids computed from names are looked up in.
+    pub async fn listed_names(&self) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(sqlx::query_as(
+            "SELECT pub.name, p.name FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id
+             WHERE p.latest_version IS NOT NULL AND pub.suspended_at IS NULL
+             ORDER BY pub.name, p.name",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// The id of every match of `q` in listing order, kept per generation.
+    async fn ranked(
+        &self,
+        tx: &mut sqlx::Transaction<'_, Sqlite>,
+        generation: i64,
+        q: &PluginQuery,
+        search: &Search,
+    ) -> Result<Arc<[i64]>, StoreError> {
+        let key = Key::ranked(q);
+        if let Some(Entry::Ranked(ids)) = self.cache.get(generation, &key) {
+            return Ok(ids);
+        }
+        let ids: Arc<[i64]> = ranked_ids(tx, q, search.expression()).await?.into();
+        self.cache.put(generation, key, Entry::Ranked(ids.clone()));
+        Ok(ids)
     }
 
     /// The catalog tables' generation: changes with every write a listing could show.
@@ -220,17 +319,56 @@ async fn summaries(
             display_name: r.get("display_name"),
             description: r.get("description"),
             latest_version: r.get("latest_version"),
-            tags: r
-                .get::<String, _>("tags")
-                .split_whitespace()
-                .map(str::to_owned)
-                .collect(),
+            tags: space_separated(&r.get::<String, _>("tags")),
             internet_access: r.get("internet_access"),
             privileged: r.get("privileged"),
             kube_system_deployment: r.get("kube_system"),
             updated_at: r.get("updated_at"),
         })
         .collect())
+}
+
+/// The listed plugins with these ids, in the same order.
+async fn listed_rows(
+    tx: &mut sqlx::Transaction<'_, Sqlite>,
+    ids: &[i64],
+) -> Result<Vec<ListedPlugin>, StoreError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids = serde_json::to_string(ids).expect("integers serialize");
+    let rows = sqlx::query(
+        "SELECT p.id, pub.name AS publisher, p.name, p.display_name, p.description,
+                p.latest_version, p.tags,
+                (SELECT MIN(v.published_at) FROM plugin_versions v
+                  WHERE v.plugin_id = p.id AND v.yanked = FALSE) AS first_published_at
+         FROM json_each(?) j JOIN plugins p ON p.id = j.value
+           JOIN publishers pub ON pub.id = p.publisher_id
+         WHERE p.latest_version IS NOT NULL ORDER BY j.key",
+    )
+    .bind(ids)
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| ListedPlugin {
+            id: r.get("id"),
+            publisher: r.get("publisher"),
+            name: r.get("name"),
+            display_name: r.get("display_name"),
+            description: r.get("description"),
+            latest_version: r.get("latest_version"),
+            tags: space_separated(&r.get::<String, _>("tags")),
+            // A listed plugin has a listed version, so the minimum is never NULL.
+            first_published_at: r
+                .get::<Option<i64>, _>("first_published_at")
+                .unwrap_or_default(),
+        })
+        .collect())
+}
+
+fn space_separated(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_owned).collect()
 }
 
 /// Joins and conditions of a listing query.

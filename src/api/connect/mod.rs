@@ -9,6 +9,7 @@
 //!
 //! Layering: HTTP only, like the rest of `api`.
 
+pub mod catalog;
 mod definition;
 pub mod organization;
 
@@ -67,13 +68,15 @@ pub fn service(router: connectrpc::Router) -> ConnectRpcService {
 }
 
 /// `text` cut to at most `max` characters at a word boundary, with an ellipsis when cut:
-/// the short descriptions listings show. The first sentence when it is short enough.
+/// the short descriptions listings show. The first sentence of the first paragraph when
+/// it is short enough; a description written as a YAML literal block (`|`) keeps its
+/// author's line breaks, so lines are read on across them.
 pub fn short(text: &str, max: usize) -> String {
-    let text = text.trim();
-    let first_line = text.lines().next().unwrap_or_default().trim();
-    let sentence = match first_line.find(". ") {
-        Some(end) => &first_line[..=end],
-        None => first_line,
+    let paragraph = text.trim().split("\n\n").next().unwrap_or_default();
+    let joined = paragraph.split_whitespace().collect::<Vec<_>>().join(" ");
+    let sentence = match joined.find(". ") {
+        Some(end) => &joined[..=end],
+        None => joined.as_str(),
     };
     if sentence.chars().count() <= max {
         return sentence.to_owned();
@@ -96,7 +99,11 @@ mod tests {
             short("Automated TLS certificates. Issues and renews them.", 160),
             "Automated TLS certificates."
         );
-        assert_eq!(short("One line\nsecond line", 160), "One line");
+        assert_eq!(
+            short("One line\nread on. Then\n\nanother paragraph", 160),
+            "One line read on."
+        );
+        assert_eq!(short("First paragraph\n\nSecond.", 160), "First paragraph");
         assert_eq!(short("alpha beta gamma delta", 12), "alpha beta…");
         assert!(short(&"x".repeat(500), 160).chars().count() <= 160);
         assert_eq!(short("", 160), "");
