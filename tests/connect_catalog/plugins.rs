@@ -305,7 +305,8 @@ async fn refusals_are_connect_errors() {
         (404, "not_found", &unknown),
     );
     // Bodies over the catalog's 64 KiB: refused before they are read when the length is
-    // declared, cut at the limit when not; Connect's code for both, with its status.
+    // declared, cut at the limit when not; Connect's code for both, with the limit's own
+    // status (413: no handler ran), as `connect::render` draws every layer refusal.
     let big = json!({"query": "x".repeat(70_000)}).to_string();
     for declared in [true, false] {
         let mut req = Request::post(format!("{BASE}/ListPlugins"))
@@ -314,7 +315,7 @@ async fn refusals_are_connect_errors() {
             req = req.header(header::CONTENT_LENGTH, big.len());
         }
         let reply = send(&state, req.body(Body::from(big.clone())).unwrap()).await;
-        assert_refused(&reply, (429, "resource_exhausted", "exceeds 65536 bytes"));
+        assert_refused(&reply, (413, "resource_exhausted", "exceeds 65536 bytes"));
     }
     // Not JSON of the request type.
     let bad = call(&state, "ListPlugins", json!({"featuredOnly": "yes"})).await;
