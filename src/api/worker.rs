@@ -399,13 +399,16 @@ fn canonical(version: &str) -> Result<String, HttpError> {
     version_param("version", version).map(|v| v.to_string())
 }
 
-/// A version parameter, or a 400 naming it.
-fn version_param(field: &str, text: &str) -> Result<semver::Version, HttpError> {
+/// A version parameter, or a 400 naming it (and at most 80 characters of what was sent).
+pub(crate) fn version_param(field: &str, text: &str) -> Result<semver::Version, HttpError> {
     parse_version(text).map_err(|e| {
         HttpError::new(
             StatusCode::BAD_REQUEST,
             ErrorCode::BadParameter,
-            format!("{field}: `{text}` is not a semantic version: {e}"),
+            format!(
+                "{field}: `{}` is not a semantic version: {e}",
+                text.chars().take(80).collect::<String>()
+            ),
         )
     })
 }

@@ -31,7 +31,7 @@ use super::plan::{self, Plan, PlanError};
 use super::round::{self, Reason, RoundError, Synced};
 use super::sideload::{Added, OnConflict, SideloadError, check_org};
 use super::store::{SourceStatus, SyncStore, SyncStoreError};
-use super::view::{BaseView, OrgView, Summary, Trust};
+use super::view::{BaseView, Offer, OrgView, Summary, Trust};
 use crate::catalog::builtin::{self, BuiltinError};
 use crate::definition::BUILTIN_PUBLISHER;
 use crate::definition::{Definition, parse_version};
@@ -324,6 +324,18 @@ impl Worker {
         let Some(offer) = view.plugin(name).and_then(|p| p.versions.get(version)) else {
             return Ok(None);
         };
+        Ok(self.offer_bytes(&view.org, name, offer).await?)
+    }
+
+    /// The exact bytes of `offer`, one of the versions of `name` that `org`'s view holds
+    /// (for a caller that already has the view); `None` when a round changed them since.
+    pub async fn offer_bytes(
+        &self,
+        org: &str,
+        name: &str,
+        offer: &Offer,
+    ) -> Result<Option<(Vec<u8>, Trust)>, SyncStoreError> {
+        let version = &offer.version;
         let bytes = match &offer.trust {
             Trust::Builtin => self
                 .builtin_defs

@@ -22,8 +22,8 @@ use axum::response::{IntoResponse, Response};
 use connectrpc::{ConnectError, ConnectRpcService, RequestContext, ServiceRequest, ServiceResult};
 
 use super::{definition, short, to_connect};
-use crate::api::worker::authorize;
-use crate::definition::{Definition, MAX_DEFINITION_BYTES, is_dns_label, parse_version};
+use crate::api::worker::{authorize, version_param};
+use crate::definition::{Definition, MAX_DEFINITION_BYTES, is_dns_label};
 use crate::ids;
 use crate::proto::organization::v1 as pb;
 use crate::proto::organization::v1::PluginServiceExt;
@@ -169,15 +169,6 @@ fn summary(p: &Plugin) -> pb::PluginSummary {
     }
 }
 
-fn version_arg(field: &str, text: &str) -> Result<semver::Version, ConnectError> {
-    parse_version(text).map_err(|e| {
-        ConnectError::invalid_argument(format!(
-            "{field}: `{}` is not a semantic version: {e}",
-            text.chars().take(80).collect::<String>()
-        ))
-    })
-}
-
 // The methods return their concrete messages where the trait allows any encodable
 // body; that refinement is what connectrpc's own examples do.
 #[allow(refining_impl_trait)]
@@ -204,7 +195,13 @@ impl pb::PluginService for OrgPlugins {
         let s = summary(p);
         // Author and links are not in the view's summaries: read the shown definition.
         let def = match shown(p) {
-            Some(o) => self.definition(&view.org, &p.name, o).await?,
+            Some(o) => self
+                .worker
+                .offer_bytes(&view.org, &p.name, o)
+                .await
+                .map_err(|e| to_connect(e.into()))?
+                .map(|(bytes, _)| parsed(&bytes))
+                .transpose()?,
             None => None,
         };
         let meta = def.as_ref().map(|d| &d.manifest.metadata);
@@ -348,7 +345,8 @@ impl pb::PluginService for OrgPlugins {
             )));
         }
         if !request.plugin_version.is_empty()
-            && version_arg("plugin_version", request.plugin_version)? != def.version
+            && version_param("plugin_version", request.plugin_version).map_err(to_connect)?
+                != def.version
         {
             return Err(ConnectError::invalid_argument(format!(
                 "plugin_version: `{}` is not the manifest's version {}",
@@ -402,7 +400,8 @@ impl pb::PluginService for OrgPlugins {
                 name.chars().take(80).collect::<String>()
             )));
         }
-        let version = version_arg("plugin_version", request.plugin_version)?;
+        let version =
+            version_param("plugin_version", request.plugin_version).map_err(to_connect)?;
         let (bytes, trust) = self
             .worker
             .definition(org, name, &version)
@@ -429,22 +428,6 @@ impl pb::PluginService for OrgPlugins {
             manifest: bytes,
             ..Default::default()
         })
-    }
-}
-
-impl OrgPlugins {
-    async fn definition(
-        &self,
-        org: &str,
-        name: &str,
-        offer: &Offer,
-    ) -> Result<Option<Definition>, ConnectError> {
-        let found = self
-            .worker
-            .definition(org, name, &offer.version)
-            .await
-            .map_err(|e| to_connect(e.into()))?;
-        found.map(|(bytes, _)| parsed(&bytes)).transpose()
     }
 }
 
