@@ -1,6 +1,9 @@
 // rust-embed does not notice a newly added file on its own; these make Cargo rebuild
-// the binary whenever the embedded folders change.
+// the binary whenever the embedded folders change. They are the script's only inputs:
+// any `rerun-if-changed` naming a file the script itself writes (the descriptor set
+// below) would make every build stale and recompile the crate each time.
 fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=catalog");
     println!("cargo:rerun-if-changed=static");
     println!("cargo:rerun-if-changed=templates");
@@ -22,11 +25,13 @@ fn compile_protos() {
     let descriptors = protox::compile(FILES, ["proto"]).unwrap_or_else(|e| panic!("{e:?}"));
     let dir = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let out = dir.join("fundament.fds.bin");
-    std::fs::write(&out, protox::prost::Message::encode_to_vec(&descriptors))
-        .expect("OUT_DIR is writable");
+    write_if_changed(&out, &protox::prost::Message::encode_to_vec(&descriptors));
     connectrpc_build::Config::new()
         .files(&FILES)
         .descriptor_set(&out)
+        // Its directives would name `out`, which this script writes: `proto` above is
+        // the real input.
+        .emit_rerun_directives(false)
         .include_file("_connectrpc.rs")
         .compile()
         .expect("generating Rust from proto/");
@@ -37,9 +42,16 @@ fn compile_protos() {
         if path.extension().is_some_and(|e| e == "rs") {
             let text = std::fs::read_to_string(&path).expect("generated code is UTF-8");
             if text.contains("```rust,ignore") {
-                std::fs::write(&path, text.replace("```rust,ignore", "```text"))
-                    .expect("OUT_DIR is writable");
+                write_if_changed(&path, text.replace("```rust,ignore", "```text").as_bytes());
             }
         }
     }
+}
+
+/// Leaves a file (and its modification time) alone when it already holds `bytes`.
+fn write_if_changed(path: &std::path::Path, bytes: &[u8]) {
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return;
+    }
+    std::fs::write(path, bytes).expect("OUT_DIR is writable");
 }
