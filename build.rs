@@ -17,10 +17,11 @@ fn main() {
 /// cargo), and connectrpc-build turns the descriptors into message types and service
 /// traits.
 fn compile_protos() {
-    const FILES: [&str; 3] = [
+    const FILES: [&str; 4] = [
         "organization/v1/plugin.proto",
         "catalog/v1/catalog.proto",
         "marketplace/v1/marketplace.proto",
+        "google/rpc/error_details.proto",
     ];
     let descriptors = protox::compile(FILES, ["proto"]).unwrap_or_else(|e| panic!("{e:?}"));
     let dir = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));

@@ -90,7 +90,7 @@ fn pages_render_in_a_real_browser() {
         "plugin page h1:\n{dom}"
     );
     assert!(
-        dom.contains("<code>plugin-cert-manager-v1</code>"),
+        dom.contains("<code>plugin-cert-manager</code>"),
         "plugin page lacks the namespace:\n{dom}"
     );
     assert!(
@@ -355,6 +355,8 @@ fn read_catalog() -> Vec<Plugin> {
         .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
         .map(|e| e.expect("catalog entry").path())
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        // `NAME.extras.yaml`: a companion document, not a definition.
+        .filter(|p| !p.to_string_lossy().ends_with(".extras.yaml"))
         .collect();
     files.sort();
     files
@@ -371,19 +373,20 @@ fn read_catalog() -> Vec<Plugin> {
                     })
                     .unwrap_or_else(|| panic!("{} has no `{key}:`", file.display()))
             };
-            let flag = |key: &str| {
+            // A capability name appears in these files only in
+            // `spec.permissions.capabilities`, as a list item or in a flow list.
+            let capability = |name: &str| {
                 text.lines().any(|l| {
-                    l.trim_start()
-                        .strip_prefix(key)
-                        .and_then(|r| r.strip_prefix(':'))
-                        .is_some_and(|v| yaml_scalar(v) == "true")
+                    let code = l.split('#').next().unwrap_or_default();
+                    code.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .any(|word| word == name)
                 })
             };
             Plugin {
                 name: field("name"),
                 display_name: field("displayName"),
-                internet: flag("internetAccess"),
-                privileged: flag("privileged"),
+                internet: capability("internet_access"),
+                privileged: capability("privileged"),
             }
         })
         .collect()

@@ -162,7 +162,7 @@ async fn list_plugins_speaks_proto3_json() {
     assert_eq!(cert["organizationId"], ids::publisher("fundament").as_str());
     assert_eq!(
         cert["latestVersionId"],
-        ids::version("fundament", "cert-manager", "v1.19.3").as_str()
+        ids::version("fundament", "cert-manager", "v1.19.4").as_str()
     );
     assert_eq!(
         cert["tags"],

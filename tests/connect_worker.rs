@@ -139,13 +139,13 @@ async fn fundament_installs_builtin_synced_and_sideloaded_definitions() {
             token,
         )
     };
-    let builtin = get("acme", "cert-manager", "v1.19.3", None).json();
+    let builtin = get("acme", "cert-manager", "v1.19.4", None).json();
     assert_definition(
         &builtin,
         builtin_yaml("cert-manager").as_bytes(),
         "cert-manager",
     );
-    assert_eq!(builtin["definition"]["metadata"]["version"], "v1.19.3");
+    assert_eq!(builtin["definition"]["metadata"]["version"], "v1.19.4");
     assert!(
         builtin["definition"]["image"]
             .as_str()
@@ -203,7 +203,7 @@ async fn fundament_installs_builtin_synced_and_sideloaded_definitions() {
     let t = plugin("team-tool");
     assert_eq!(t["pluginVersion"], "v0.3.0");
     assert_eq!(t["definitionHash"], tool.hash.as_str());
-    assert_eq!(plugin("cert-manager")["pluginVersion"], "v1.19.3");
+    assert_eq!(plugin("cert-manager")["pluginVersion"], "v1.19.4");
     assert_eq!(
         plugin("cert-manager")["tags"][0]["id"],
         ids::tag(plugin("cert-manager")["tags"][0]["name"].as_str().unwrap())
@@ -247,7 +247,7 @@ async fn fundament_installs_builtin_synced_and_sideloaded_definitions() {
     .json();
     let d = &detail["plugin"];
     assert_eq!(d["name"], "cert-manager");
-    assert_eq!(d["pluginVersion"], "v1.19.3");
+    assert_eq!(d["pluginVersion"], "v1.19.4");
     assert_eq!(d["definitionHash"], builtin["hash"]);
     assert_eq!(d["author"]["name"], "Fundament");
     assert_eq!(
@@ -403,7 +403,7 @@ async fn anonymous_definition_access_follows_the_config_switch() {
         for (name, version, bytes, open) in [
             (
                 "cert-manager",
-                "v1.19.3",
+                "v1.19.4",
                 builtin_yaml("cert-manager").into_bytes(),
                 builtin_anonymous,
             ),

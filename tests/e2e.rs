@@ -37,7 +37,7 @@ async fn serves_the_builtin_catalog_from_a_fresh_data_dir() {
     ))
     .await;
     assert_eq!(status, 200);
-    assert!(page.contains("plugin-postgres-operator-v"));
+    assert!(page.contains("<code>plugin-postgres-operator</code>"));
     assert_eq!(fetch(&format!("{}/healthz", server.url)).await.0, 200);
     assert_eq!(fetch(&format!("{}/readyz", server.url)).await.0, 200);
 }

@@ -211,8 +211,8 @@ async fn plugin_page_shows_what_an_admin_needs() {
     assert!(b.contains(&format!("<h1>{}</h1>", def.display_name())));
     assert!(b.contains(&def.hash), "definition hash shown");
     assert!(
-        b.contains(&format!("plugin-cert-manager-v{}", def.version.major)),
-        "namespace shown"
+        b.contains("<dt>Namespace</dt><dd><code>plugin-cert-manager</code></dd>"),
+        "the namespace Fundament installs into is shown"
     );
     assert!(b.contains(&def.image.digest), "image digest shown");
     assert!(b.contains("Requires approval") && b.contains("Internet access"));
@@ -231,6 +231,14 @@ async fn plugin_page_shows_what_an_admin_needs() {
     for entry in &def.manifest.spec.menu.organization {
         assert!(b.contains(entry.crd.as_str()), "menu entry {}", *entry.crd);
     }
+    // Fundament's menu entries have list and detail, nothing else.
+    let menu = section(b, "<table class=\"menu\">", "</table>");
+    assert!(
+        menu.contains("<th scope=\"col\">Detail</th></tr>"),
+        "{menu}"
+    );
+    assert!(!menu.contains("Edit"), "{menu}");
+    assert!(!b.contains("not-installable"), "a built-in is installable");
     assert!(
         b.contains("read-write") || b.contains("admin") || b.contains(">read<"),
         "RBAC summarised"
@@ -250,7 +258,7 @@ fn section<'a>(body: &'a str, start: &str, end: &str) -> &'a str {
 async fn capabilities_count_as_requirements_on_pages_filters_and_the_api() {
     let s = state().await;
     let def = Definition::parse(FUNDAMENT_STYLE.as_bytes()).unwrap();
-    assert!(def.manifest.spec.requirements.internet_access.is_none());
+    assert!(def.manifest.spec.requirements.is_none());
     s.store.insert_version("example", &def, NOW).await.unwrap();
 
     // The plugin page lists internet access under "Requires approval".
@@ -299,8 +307,8 @@ async fn capabilities_count_as_requirements_on_pages_filters_and_the_api() {
     );
     assert!(filtered.body.contains("data-plugin=\"fundament/gateway\""));
 
-    // The detail API states the effective requirements; `manifest` keeps the
-    // definition's own shape, with the unwritten requirement serialized as before.
+    // The detail API states what an admin approves; `manifest` is the definition's own
+    // shape, Fundament's, with nothing of the older design in it.
     let detail = get(&s, "/api/v1/plugins/example/webhook-relay")
         .await
         .json();
@@ -308,16 +316,10 @@ async fn capabilities_count_as_requirements_on_pages_filters_and_the_api() {
         detail["requirements"],
         serde_json::json!({
             "internet_access": true, "kube_system_deployment": false, "privileged": false,
-            "capabilities": []
         })
     );
-    assert_eq!(
-        detail["manifest"]["spec"]["requirements"],
-        serde_json::json!({
-            "internetAccess": false, "kubeSystemDeployment": false, "privileged": false,
-            "capabilities": []
-        })
-    );
+    assert_eq!(detail["cluster_capabilities"], serde_json::json!([]));
+    assert!(detail["manifest"]["spec"].get("requirements").is_none());
     assert_eq!(
         detail["manifest"]["spec"]["permissions"]["capabilities"],
         serde_json::json!(["internet_access", "read_events"])
@@ -329,13 +331,7 @@ async fn reverse_dependencies_are_listed() {
     let s = state().await;
     let dependents: Vec<String> = builtins()
         .iter()
-        .filter(|d| {
-            d.manifest
-                .spec
-                .dependencies
-                .iter()
-                .any(|x| x.as_str() == "storage")
-        })
+        .filter(|d| d.extras.dependencies.iter().any(|x| x == "storage"))
         .map(|d| d.name().to_owned())
         .collect();
     assert!(!dependents.is_empty());
@@ -356,7 +352,7 @@ async fn reverse_dependencies_are_listed() {
 }
 
 #[tokio::test]
-async fn versions_grouped_by_major_with_their_namespace() {
+async fn versions_grouped_by_major_install_into_one_namespace() {
     let s = state().await;
     for v in ["v1.20.0", "v2.0.0"] {
         s.store
@@ -368,7 +364,8 @@ async fn versions_grouped_by_major_with_their_namespace() {
         .await
         .json();
     assert_eq!(j["latest"]["version"], "v2.0.0");
-    assert_eq!(j["namespace"], "plugin-cert-manager-v2");
+    // Fundament installs every version of a plugin into `plugin-<name>`.
+    assert_eq!(j["namespace"], "plugin-cert-manager");
     let majors: Vec<u64> = j["versions"]
         .as_array()
         .unwrap()
@@ -376,7 +373,7 @@ async fn versions_grouped_by_major_with_their_namespace() {
         .map(|g| g["major"].as_u64().unwrap())
         .collect();
     assert_eq!(majors, [2, 1]);
-    assert_eq!(j["versions"][1]["namespace"], "plugin-cert-manager-v1");
+    assert!(j["versions"][1].get("namespace").is_none());
     let v = get(&s, "/api/v1/plugins/fundament/cert-manager/versions")
         .await
         .json();

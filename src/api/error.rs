@@ -267,6 +267,7 @@ impl From<PublishError> for HttpError {
             | P::Immutable { .. }
             | P::WrongTargets { .. }
             | P::BytesMismatch { .. }
+            | P::Custom { .. }
             | P::Expiry { .. }
             | P::NestedDelegation
             | P::BadBins { .. } => HttpError::unprocessable(ErrorCode::Rejected, message),

@@ -7,7 +7,8 @@
 //!   `/install-plan?plugins=a,b` — the organization's merged view (its token or a
 //!   reader token);
 //! - `GET|POST /orgs/{org}/sideloads`, `GET|DELETE /orgs/{org}/sideloads/{name}/{version}`,
-//!   `DELETE /orgs/{org}/sideloads/{name}` — the organization's sideloads (its token).
+//!   `DELETE /orgs/{org}/sideloads/{name}` — the organization's sideloads (its token);
+//!   a POST sends the YAML, or JSON `{"definition", "extras"}` with a companion document.
 //!
 //! Layering: HTTP only; everything else is `sync::Worker`.
 
@@ -26,17 +27,18 @@ use serde_json::json;
 use super::error::{ErrorCode, HttpError};
 use super::extract::bearer;
 use super::layers::{Limits, too_large, with_layers};
-use crate::definition::{MAX_DEFINITION_BYTES, parse_version};
+use crate::definition::{MAX_DEFINITION_BYTES, MAX_EXTRAS_BYTES, parse_version};
 use crate::sync::plan::PlanError;
 use crate::sync::sideload::{Added, OnConflict, Scope, SideloadError};
 use crate::sync::store::SyncStoreError;
 use crate::sync::view::{Clash, Offer, OrgView, Origin, Plugin};
 use crate::sync::worker::{PlanRequestError, Worker};
 
-/// A sideload is one definition (1 MiB at most); views are built in memory, so 30 s is
-/// generous.
+/// A sideload is one definition (1 MiB at most), with its companion document when sent
+/// as JSON (text escaped in JSON can take twice its size); views are built in memory, so
+/// 30 s is generous.
 pub const LIMITS: Limits = Limits {
-    body_bytes: MAX_DEFINITION_BYTES,
+    body_bytes: 2 * (MAX_DEFINITION_BYTES + MAX_EXTRAS_BYTES) + 4096,
     timeout: Duration::from_secs(30),
 };
 
@@ -320,6 +322,16 @@ async fn list_sideloads(
     Ok(Json(json!({ "org": org, "sideloads": items })).into_response())
 }
 
+/// A sideload with its companion document: `{"definition": YAML, "extras": YAML}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SideloadBody {
+    definition: String,
+    #[serde(default)]
+    extras: Option<String>,
+}
+
+/// The body is the definition's YAML, or (as `application/json`) a [`SideloadBody`].
 async fn add_sideload(
     State(worker): Shared,
     Path(org): Path<String>,
@@ -327,11 +339,40 @@ async fn add_sideload(
     body: Bytes,
 ) -> Result<Response, HttpError> {
     let token_id = authorize(&worker, &headers, &org, true).await?;
-    if body.len() > MAX_DEFINITION_BYTES {
+    let json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    let (definition, extras) = if json {
+        let parsed: SideloadBody = serde_json::from_slice(&body).map_err(|e| {
+            HttpError::new(
+                StatusCode::BAD_REQUEST,
+                ErrorCode::BadRequest,
+                format!("body: expected {{\"definition\": YAML, \"extras\": YAML}}: {e}"),
+            )
+        })?;
+        (
+            Bytes::from(parsed.definition),
+            parsed.extras.map(Bytes::from),
+        )
+    } else {
+        (body, None)
+    };
+    if definition.len() > MAX_DEFINITION_BYTES {
         return Err(too_large(MAX_DEFINITION_BYTES));
     }
+    if extras.as_ref().is_some_and(|e| e.len() > MAX_EXTRAS_BYTES) {
+        return Err(too_large(MAX_EXTRAS_BYTES));
+    }
     let (def, added) = worker
-        .sideload(&org, &body, &token_id, OnConflict::Refuse)
+        .sideload(
+            &org,
+            &definition,
+            extras.as_deref(),
+            &token_id,
+            OnConflict::Refuse,
+        )
         .await?;
     let status = match added {
         Added::New => StatusCode::CREATED,

@@ -1,9 +1,11 @@
 //! The built-in definitions: the `catalog/` folder, embedded into the binary at build
-//! time and loaded under the `fundament` publisher.
+//! time and loaded under the `fundament` publisher. `NAME.yaml` is the definition
+//! (Fundament's schema, installable as it is) and `NAME.extras.yaml`, when present, its
+//! companion document (dependencies, suggested plugins, cluster capabilities).
 
 use rust_embed::RustEmbed;
 
-use crate::definition::{Definition, InvalidDefinition};
+use crate::definition::{Definition, Extras, InvalidDefinition};
 use crate::store::{Inserted, Store, StoreError};
 
 use crate::definition::BUILTIN_PUBLISHER;
@@ -22,29 +24,52 @@ pub enum BuiltinError {
     },
     #[error("built-in definition {file} is named `{name}`; the file must be named {name}.yaml")]
     Misnamed { file: String, name: String },
+    #[error("{file} goes with no definition: the folder has no {stem}.yaml")]
+    Orphan { file: String, stem: String },
 }
 
-/// Every embedded definition, parsed and checked; file names must match plugin names so
-/// the folder cannot hold two files for one plugin.
+/// The suffix of a built-in's companion document: `NAME.extras.yaml` beside `NAME.yaml`.
+pub const EXTRAS_SUFFIX: &str = ".extras.yaml";
+
+/// Every embedded definition with its companion document, parsed and checked; file
+/// names must match plugin names so the folder cannot hold two files for one plugin.
 pub fn definitions() -> Result<Vec<Definition>, BuiltinError> {
     let mut files: Vec<_> = Embedded::iter()
         .filter(|f| f.ends_with(".yaml") || f.ends_with(".yml"))
         .collect();
     files.sort();
+    let is_extras = |f: &str| f.ends_with(EXTRAS_SUFFIX);
+    for file in files.iter().filter(|f| is_extras(f)) {
+        let stem = file.trim_end_matches(EXTRAS_SUFFIX);
+        if Embedded::get(&format!("{stem}.yaml")).is_none() {
+            return Err(BuiltinError::Orphan {
+                file: file.to_string(),
+                stem: stem.to_owned(),
+            });
+        }
+    }
     files
         .into_iter()
+        .filter(|f| !is_extras(f))
         .map(|file| {
+            let invalid = |file: &str| {
+                let file = file.to_owned();
+                move |source| BuiltinError::Invalid { file, source }
+            };
             let data = Embedded::get(&file).expect("listed file is embedded").data;
-            let def = Definition::parse(&data).map_err(|source| BuiltinError::Invalid {
-                file: file.to_string(),
-                source,
-            })?;
+            let mut def = Definition::parse(&data).map_err(invalid(&file))?;
             let stem = file.trim_end_matches(".yaml").trim_end_matches(".yml");
             if stem.rsplit('/').next() != Some(def.name()) {
                 return Err(BuiltinError::Misnamed {
                     file: file.to_string(),
                     name: def.name().to_owned(),
                 });
+            }
+            let extras_file = format!("{stem}{EXTRAS_SUFFIX}");
+            if let Some(extras) = Embedded::get(&extras_file) {
+                def = Extras::parse_document(&extras.data)
+                    .and_then(|doc| def.with_companion(doc))
+                    .map_err(invalid(&extras_file))?;
             }
             Ok(def)
         })
@@ -107,12 +132,12 @@ mod tests {
         let defs = definitions().unwrap();
         let names: Vec<&str> = defs.iter().map(Definition::name).collect();
         for d in &defs {
-            for dep in &d.manifest.spec.dependencies {
+            for dep in &d.extras.dependencies {
                 assert!(
                     names.contains(&dep.as_str()),
                     "{} depends on missing {}",
                     d.name(),
-                    dep.as_str()
+                    dep
                 );
             }
         }

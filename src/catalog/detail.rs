@@ -19,6 +19,10 @@ pub struct VersionInfo {
     pub signers: Vec<String>,
     /// The mirror of its image (`/v2/` serves it once `mirrored`).
     pub mirror: Option<ImageMirror>,
+    /// Why Fundament cannot install this version (fields of the older design it
+    /// carries); absent when it can.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_installable: Option<String>,
 }
 
 impl From<&VersionRecord> for VersionInfo {
@@ -31,15 +35,15 @@ impl From<&VersionRecord> for VersionInfo {
             yanked: v.yanked,
             signers: v.signer_key_ids.clone(),
             mirror: v.mirror.clone(),
+            not_installable: v.not_installable.clone(),
         }
     }
 }
 
-/// Versions of one major, which share an install namespace and an upgrade path.
+/// Versions of one major: an upgrade path (upgrades stay within one major).
 #[derive(Debug, Clone, Serialize)]
 pub struct MajorGroup {
     pub major: u64,
-    pub namespace: String,
     pub versions: Vec<VersionInfo>,
 }
 
@@ -73,6 +77,7 @@ pub struct PluginDetail {
     pub publisher: String,
     pub name: String,
     pub latest: VersionInfo,
+    /// Where Fundament installs it: `plugin-<name>`.
     pub namespace: String,
     /// The operator suspended the publisher: the signed index no longer vouches for the
     /// plugin and workers stop offering it; the page stays reachable and says so.
@@ -87,10 +92,11 @@ pub struct PluginDetail {
     pub required_by: Vec<PluginRefView>,
     pub suggested_by: Vec<PluginRefView>,
     pub versions: Vec<MajorGroup>,
-    /// What an admin approves before installing the latest version: `spec.requirements`
-    /// together with what `spec.permissions.capabilities` implies. `manifest` shows the
-    /// requirements as written.
+    /// What an admin approves before installing the latest version, from
+    /// `spec.permissions.capabilities`.
     pub requirements: Approval,
+    /// What the cluster must offer (the publisher's companion document).
+    pub cluster_capabilities: Vec<String>,
     /// The latest definition's fields, as JSON, for machines.
     pub manifest: serde_json::Value,
 }
@@ -119,27 +125,28 @@ pub async fn plugin_detail(
     let versions = store.versions(plugin.id).await?;
 
     let spec = &definition.manifest.spec;
-    let dep_names: Vec<&str> = spec
+    let extras = &definition.extras;
+    let dep_names: Vec<&str> = extras
         .dependencies
         .iter()
-        .chain(&spec.suggested_plugins)
-        .map(|d| d.as_str())
+        .chain(&extras.suggested_plugins)
+        .map(String::as_str)
         .collect();
     let known = store.plugins_named(&dep_names).await?;
-    let resolve = |names: &[crate::definition::Located<String>]| -> Vec<Link> {
+    let resolve = |names: &[String]| -> Vec<Link> {
         names
             .iter()
             .map(|n| {
                 // Prefer the same publisher, then any other that has the name.
                 let mut found: Vec<PluginRefView> = known
                     .iter()
-                    .filter(|k| k.name == **n)
+                    .filter(|k| &k.name == n)
                     .cloned()
                     .map(PluginRefView::from)
                     .collect();
                 found.sort_by_key(|f| f.publisher != publisher);
                 Link {
-                    name: n.to_string(),
+                    name: n.clone(),
                     found,
                 }
             })
@@ -148,10 +155,11 @@ pub async fn plugin_detail(
     let rules: Vec<&PolicyRule> = spec.permissions.rbac.iter().map(|r| &r.value).collect();
 
     Ok(PluginDetail {
-        namespace: install_namespace(name, latest.major),
+        namespace: install_namespace(name),
         access: rbac::summarize(&rules),
-        dependencies: resolve(&spec.dependencies),
-        suggested_plugins: resolve(&spec.suggested_plugins),
+        dependencies: resolve(&extras.dependencies),
+        suggested_plugins: resolve(&extras.suggested_plugins),
+        cluster_capabilities: extras.cluster_capabilities.clone(),
         required_by: store
             .linking_to(name, LinkKind::Dependency)
             .await?
@@ -164,7 +172,7 @@ pub async fn plugin_detail(
             .into_iter()
             .map(Into::into)
             .collect(),
-        versions: group_by_major(name, &versions),
+        versions: group_by_major(&versions),
         requirements: definition.approval(),
         manifest: serde_json::to_value(&definition.manifest).unwrap_or(serde_json::Value::Null),
         latest: VersionInfo::from(&latest),
@@ -178,14 +186,13 @@ pub async fn plugin_detail(
 }
 
 /// Newest major first; versions within a major newest first (the store's order).
-fn group_by_major(name: &str, versions: &[VersionRecord]) -> Vec<MajorGroup> {
+fn group_by_major(versions: &[VersionRecord]) -> Vec<MajorGroup> {
     let mut groups: Vec<MajorGroup> = Vec::new();
     for v in versions {
         match groups.last_mut() {
             Some(g) if g.major == v.major => g.versions.push(v.into()),
             _ => groups.push(MajorGroup {
                 major: v.major,
-                namespace: install_namespace(name, v.major),
                 versions: vec![v.into()],
             }),
         }

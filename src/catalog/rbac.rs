@@ -64,14 +64,18 @@ fn targets(rule: &PolicyRule) -> Vec<String> {
     } else {
         rule.api_groups.iter().map(String::as_str).collect()
     };
+    // A rule limited to named objects grants less than one over every object: the
+    // names are part of what is shown.
+    let only = if rule.resource_names.is_empty() {
+        String::new()
+    } else {
+        format!(" (only {})", rule.resource_names.join(", "))
+    };
     let mut targets: Vec<String> = Vec::new();
     for g in &groups {
         for r in &rule.resources {
-            targets.push(resource_label(g, r));
+            targets.push(format!("{}{only}", resource_label(g, r)));
         }
-    }
-    for url in &rule.non_resource_urls {
-        targets.push(format!("URL {url}"));
     }
     targets
 }

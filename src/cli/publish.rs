@@ -1,4 +1,4 @@
-//! `marketplace publish FILE... --server URL --key KEY`
+//! `marketplace publish FILE... [--extras FILE]... [--image REPO@DIGEST] --server URL --key KEY`
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,6 +18,16 @@ pub struct PublishArgs {
     /// (all or none).
     #[arg(required = true)]
     files: Vec<PathBuf>,
+    /// A companion document (`kind: PluginExtras`: dependencies, suggested plugins,
+    /// cluster capabilities), signed beside the definition its `plugin` names; repeat
+    /// for several definitions.
+    #[arg(long = "extras", value_name = "FILE")]
+    extras: Vec<PathBuf>,
+    /// Sets `spec.image` (and `spec.imagePullPolicy: IfNotPresent` when absent) on the
+    /// definition before it is signed, as Fundament's own publishing tool does with the
+    /// digest it just pushed; the edited bytes are what is published. One file only.
+    #[arg(long, value_name = "REPO@sha256:DIGEST")]
+    image: Option<String>,
     #[command(flatten)]
     publisher: PublisherOptions,
 }
@@ -145,14 +155,89 @@ pub(super) fn report_retries(done: &Uploaded) {
     }
 }
 
+/// Reads a definition, with `--image` set when given.
+fn read_definition(
+    file: &std::path::Path,
+    image: Option<&str>,
+) -> anyhow::Result<Result<Definition, Vec<String>>> {
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let located = |problems: &[crate::definition::Problem]| {
+        problems
+            .iter()
+            .map(|p| format!("{}:{p}", file.display()))
+            .collect::<Vec<_>>()
+    };
+    let Some(image) = image else {
+        return Ok(Definition::parse(&bytes).map_err(|e| located(&e.problems)));
+    };
+    let text =
+        String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", file.display()))?;
+    Ok(match crate::definition::edit::set_image(&text, image) {
+        Ok(def) => Ok(def),
+        Err(crate::definition::edit::EditError::Invalid(e)) => Err(located(&e.problems)),
+        Err(e) => Err(vec![format!("{}: {e}", file.display())]),
+    })
+}
+
+/// Pairs each companion document with the definition its `plugin` field names.
+fn attach_extras(defs: Vec<Definition>, files: &[PathBuf]) -> anyhow::Result<Vec<Definition>> {
+    let mut docs = Vec::new();
+    let mut problems = Vec::new();
+    for file in files {
+        let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        match crate::definition::Extras::parse_document(&bytes) {
+            Ok(doc) => docs.push((file, doc)),
+            Err(e) => problems.extend(e.problems.iter().map(|p| format!("{}:{p}", file.display()))),
+        }
+    }
+    if !problems.is_empty() {
+        bail!(
+            "not publishing: invalid companion document(s):\n{}",
+            problems.join("\n")
+        );
+    }
+    let mut out = Vec::with_capacity(defs.len());
+    for def in defs {
+        let mine: Vec<_> = docs
+            .iter()
+            .filter(|(_, d)| d.plugin == def.name())
+            .collect();
+        match mine[..] {
+            [] => out.push(def),
+            [(file, doc)] => out.push(
+                def.with_companion(doc.clone())
+                    .map_err(|e| anyhow::anyhow!("not publishing: {}: {e}", file.display()))?,
+            ),
+            _ => bail!(
+                "not publishing: {} companion documents are for plugin {}; give one",
+                mine.len(),
+                def.name()
+            ),
+        }
+    }
+    if let Some((file, doc)) = docs
+        .iter()
+        .find(|(_, d)| !out.iter().any(|def| def.name() == d.plugin))
+    {
+        bail!(
+            "not publishing: {} is for plugin {}, which none of the definitions is",
+            file.display(),
+            doc.plugin
+        );
+    }
+    Ok(out)
+}
+
 async fn publish(a: PublishArgs) -> anyhow::Result<()> {
+    if a.image.is_some() && a.files.len() != 1 {
+        bail!("--image sets the image of one definition; give one file");
+    }
     let mut defs = Vec::new();
     let mut problems = Vec::new();
     for file in &a.files {
-        let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-        match Definition::parse(&bytes) {
+        match read_definition(file, a.image.as_deref())? {
             Ok(def) => defs.push(def),
-            Err(e) => problems.extend(e.problems.iter().map(|p| format!("{}:{p}", file.display()))),
+            Err(found) => problems.extend(found),
         }
     }
     if !problems.is_empty() {
@@ -161,6 +246,7 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
             problems.join("\n")
         );
     }
+    let defs = attach_extras(defs, &a.extras)?;
     let texts = defs
         .iter()
         .zip(&a.files)

@@ -1,4 +1,5 @@
-//! `marketplace validate FILE|DIR...`
+//! `marketplace validate FILE|DIR...`: definitions, and companion documents
+//! (`*.extras.yaml`), each checked as its entry points check it.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -7,11 +8,13 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use crate::definition::{Definition, MAX_DEFINITION_BYTES, Problem};
+use crate::definition::{Definition, Extras, MAX_DEFINITION_BYTES, Problem};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// Definition files, or folders searched recursively for `*.yaml` and `*.yml`.
+    /// Definition files, or folders searched recursively for `*.yaml` and `*.yml`. A
+    /// file named `*.extras.yaml` is a companion document (`kind: PluginExtras`); beside
+    /// `NAME.yaml`, it must be for that definition's plugin.
     #[arg(required = true, value_name = "FILE|DIR")]
     paths: Vec<PathBuf>,
     /// Output format.
@@ -28,6 +31,8 @@ enum Format {
 #[derive(Debug, Serialize)]
 struct FileReport {
     file: String,
+    /// `definition` or `extras` (a companion document).
+    kind: &'static str,
     valid: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<String>,
@@ -117,14 +122,28 @@ fn collect(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The definition a companion document at `path` sits beside (`NAME.extras.yaml` →
+/// `NAME.yaml`), if it is one.
+fn companion_of(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let stem = name
+        .strip_suffix(".extras.yaml")
+        .or_else(|| name.strip_suffix(".extras.yml"))?;
+    Some(path.with_file_name(format!("{stem}.yaml")))
+}
+
 fn check(path: &Path) -> FileReport {
     let bytes = match read_limited(path) {
         Ok(b) => b,
         Err(msg) => return failed(path, msg),
     };
+    if let Some(definition) = companion_of(path) {
+        return check_extras(path, &bytes, &definition);
+    }
     match Definition::parse(&bytes) {
         Ok(def) => FileReport {
             file: path.display().to_string(),
+            kind: "definition",
             valid: true,
             name: Some(def.name().to_owned()),
             version: Some(def.version_text().to_owned()),
@@ -133,12 +152,38 @@ fn check(path: &Path) -> FileReport {
         },
         Err(e) => FileReport {
             file: path.display().to_string(),
+            kind: "definition",
             valid: false,
             name: None,
             version: None,
             hash: None,
             problems: e.problems,
         },
+    }
+}
+
+/// A companion document, and (when its definition is beside it and valid) whether it
+/// goes with that definition.
+fn check_extras(path: &Path, bytes: &[u8], definition: &Path) -> FileReport {
+    let result = Extras::parse_document(bytes).and_then(|doc| {
+        let plugin = doc.plugin.clone();
+        match read_limited(definition).ok().map(|b| Definition::parse(&b)) {
+            Some(Ok(def)) => def.with_companion(doc).map(|_| plugin),
+            _ => Ok(plugin),
+        }
+    });
+    let (valid, name, problems) = match result {
+        Ok(plugin) => (true, Some(plugin), Vec::new()),
+        Err(e) => (false, None, e.problems),
+    };
+    FileReport {
+        file: path.display().to_string(),
+        kind: "extras",
+        valid,
+        name,
+        version: None,
+        hash: None,
+        problems,
     }
 }
 
@@ -160,6 +205,7 @@ fn read_limited(path: &Path) -> Result<Vec<u8>, String> {
 fn failed(path: &Path, message: String) -> FileReport {
     FileReport {
         file: path.display().to_string(),
+        kind: "definition",
         valid: false,
         name: None,
         version: None,

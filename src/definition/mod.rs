@@ -1,11 +1,18 @@
 //! Plugin Definitions: the model, strict parsing and validation.
 //!
-//! Every entry point (CLI, HTTP, built-in catalog) turns bytes into a [`Definition`]
-//! through [`Definition::parse`] and nothing else, so all of them apply the same rules.
+//! The model is Fundament's own schema (`model`), parsed at least as strictly as
+//! Fundament parses it. Every entry point of new input (CLI, HTTP, built-in catalog)
+//! turns bytes into a [`Definition`] through [`Definition::parse`] and nothing else, so
+//! all of them apply the same rules; bytes already published are read back with
+//! [`Definition::parse_published`], which keeps the older design's fields as findings
+//! (`legacy`). The marketplace's own metadata travels beside a definition (`extras`).
 //! This module does no I/O.
 
 mod approval;
+pub mod edit;
+mod extras;
 mod image;
+mod legacy;
 mod model;
 mod parse;
 mod validate;
@@ -17,9 +24,12 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 pub use approval::{APPROVAL_CAPABILITIES, Approval, Need};
+pub use extras::{EXTRAS_API_VERSION, EXTRAS_KIND, Extras, ExtrasDocument, MAX_EXTRAS_BYTES};
 pub use image::{ImageRef, ImageRefError};
+pub use legacy::LegacyField;
 pub use model::*;
 pub use parse::MAX_DEFINITION_BYTES;
+pub use validate::MAX_PLUGIN_NAME;
 
 /// The publisher name of the built-in definitions compiled into the binary. Reserved:
 /// no one else may register it. Here, not in `catalog`, because the server and client
@@ -99,7 +109,8 @@ impl InvalidDefinition {
     }
 }
 
-/// A parsed and validated definition, with the exact bytes it came from.
+/// A parsed and validated definition, with the exact bytes it came from, and the
+/// marketplace's own metadata signed beside it.
 #[derive(Debug, Clone)]
 pub struct Definition {
     pub manifest: Manifest,
@@ -109,10 +120,20 @@ pub struct Definition {
     pub hash: String,
     pub version: semver::Version,
     pub image: ImageRef,
+    /// Dependencies, suggestions and cluster capabilities: signed beside the definition
+    /// (a TUF target's `custom.extras`), not covered by [`Self::hash`]. Empty until
+    /// [`Definition::with_extras`] sets them, except on a definition of the older design,
+    /// whose own fields say them.
+    pub extras: Extras,
+    /// Fields of the older design this definition carries, each naming its replacement:
+    /// Fundament cannot install it. Always empty from [`Definition::parse`].
+    pub legacy: Vec<Problem>,
 }
 
 impl Definition {
-    /// Parses and validates; the only way to obtain a `Definition`.
+    /// Parses and validates new input (publish, sideload, built-in, `validate`): exactly
+    /// Fundament's schema plus the marketplace's own rules. A field of the older design
+    /// is refused with its replacement named.
     ///
     /// ```
     /// use marketplace::definition::Definition;
@@ -124,23 +145,99 @@ impl Definition {
     ///   image: ghcr.io/example/hello@sha256:0000000000000000000000000000000000000000000000000000000000000000
     /// ";
     /// let def = Definition::parse(yaml.as_bytes()).unwrap();
-    /// assert_eq!(def.namespace(), "plugin-hello-v1");
+    /// assert_eq!(def.namespace(), "plugin-hello");
     /// assert!(def.hash.starts_with("sha256:"));
     ///
     /// let err = Definition::parse(yaml.replace("@sha256:", ":v1#").as_bytes()).unwrap_err();
     /// assert_eq!(err.problems[0].path, "spec.image");
     /// assert_eq!(err.problems[0].line, Some(5));
+    ///
+    /// let old = yaml.replace("spec:\n", "spec:\n  dependencies: [db]\n");
+    /// let err = Definition::parse(old.as_bytes()).unwrap_err();
+    /// assert_eq!(err.problems[0].path, "spec.dependencies");
     /// ```
     pub fn parse(bytes: &[u8]) -> Result<Definition, InvalidDefinition> {
-        let manifest = parse::parse_manifest(bytes)?;
-        let (version, image) = validate::validate(&manifest)?;
+        let def = Self::read(bytes, false)?;
+        if !def.legacy.is_empty() {
+            return Err(InvalidDefinition {
+                problems: def.legacy,
+            });
+        }
+        Ok(def)
+    }
+
+    /// Parses a definition that is already published (immutable, served as signed):
+    /// everything [`Definition::parse`] checks, except that fields of the older design
+    /// are kept as [`Definition::legacy`] findings instead of refused. Only for bytes
+    /// the marketplace or a worker already holds, never for new input.
+    pub fn parse_published(bytes: &[u8]) -> Result<Definition, InvalidDefinition> {
+        Self::read(bytes, true)
+    }
+
+    fn read(bytes: &[u8], published: bool) -> Result<Definition, InvalidDefinition> {
+        let (manifest, mut legacy) = parse::parse_manifest(bytes, published)?;
+        let (mut problems, parsed) = validate::validate(&manifest);
+        legacy.extend(legacy::findings(&manifest));
+        legacy.sort_by_key(|x| (x.line, x.column));
+        let Some((version, image)) = parsed.filter(|_| problems.is_empty()) else {
+            // Legacy findings belong in the same list, in file order: a new author fixes
+            // them all in one pass.
+            problems.extend(legacy);
+            problems.sort_by_key(|x| (x.line, x.column));
+            return Err(InvalidDefinition { problems });
+        };
+        let extras = legacy_extras(&manifest.spec);
         Ok(Definition {
             hash: definition_hash(bytes),
             bytes: bytes.to_vec(),
             manifest,
             version,
             image,
+            extras,
+            legacy,
         })
+    }
+
+    /// The definition with the extras its publisher signed beside it, checked against
+    /// it (no plugin lists itself).
+    pub fn with_extras(mut self, extras: Extras) -> Result<Definition, InvalidDefinition> {
+        extras.check(self.name()).map_err(|(path, message)| {
+            InvalidDefinition::one(Problem::at(format!("extras.{path}"), None, message))
+        })?;
+        self.extras = extras;
+        Ok(self)
+    }
+
+    /// The definition with a companion document's extras, which must name this plugin.
+    pub fn with_companion(self, doc: ExtrasDocument) -> Result<Definition, InvalidDefinition> {
+        if doc.plugin != self.name() {
+            return Err(InvalidDefinition::one(Problem::at(
+                "plugin",
+                None,
+                format!(
+                    "the companion document is for plugin `{}`, but the definition is `{}`",
+                    doc.plugin,
+                    self.name()
+                ),
+            )));
+        }
+        self.with_extras(doc.extras)
+    }
+
+    /// `None` when Fundament can install this definition; otherwise the fields of the
+    /// older design that keep it from doing so, for pages, APIs and logs
+    /// (`spec.requirements.internetAccess, spec.dependencies`).
+    pub fn not_installable(&self) -> Option<String> {
+        if self.legacy.is_empty() {
+            return None;
+        }
+        let mut fields: Vec<&str> = Vec::new();
+        for p in &self.legacy {
+            if !fields.contains(&p.path.as_str()) {
+                fields.push(&p.path);
+            }
+        }
+        Some(fields.join(", "))
     }
 
     pub fn name(&self) -> &str {
@@ -168,9 +265,8 @@ impl Definition {
         &self.manifest.metadata.version
     }
 
-    /// What an admin approves before install: `spec.requirements` together with what
-    /// `spec.permissions.capabilities` implies. Every consumer reads this, never
-    /// `spec.requirements` alone.
+    /// What an admin approves before install: what `spec.permissions.capabilities`
+    /// declares. Every consumer reads this, never the list alone.
     pub fn approval(&self) -> Approval {
         Approval::of(&self.manifest.spec)
     }
@@ -179,15 +275,35 @@ impl Definition {
         self.manifest.metadata.tags.iter().map(|t| t.as_str())
     }
 
-    /// The namespace a plugin installs into; an upgrade stays within one major version,
-    /// so each major gets its own namespace.
+    /// The namespace Fundament installs the plugin into.
     pub fn namespace(&self) -> String {
-        install_namespace(self.name(), self.version.major)
+        install_namespace(self.name())
     }
 }
 
-pub fn install_namespace(name: &str, major: u64) -> String {
-    format!("plugin-{name}-v{major}")
+/// What a definition of the older design said in its own fields, for the places that
+/// show dependencies and cluster capabilities; empty for any other definition.
+fn legacy_extras(spec: &Spec) -> Extras {
+    let names = |list: &Option<Located<Vec<Located<String>>>>| -> Vec<String> {
+        list.as_ref()
+            .map(|l| l.iter().map(|s| s.value.clone()).collect())
+            .unwrap_or_default()
+    };
+    Extras {
+        dependencies: names(&spec.dependencies),
+        suggested_plugins: names(&spec.suggested_plugins),
+        cluster_capabilities: spec
+            .requirements
+            .as_ref()
+            .and_then(|r| r.capabilities.as_ref())
+            .map(|c| c.iter().map(|s| s.value.clone()).collect())
+            .unwrap_or_default(),
+    }
+}
+
+/// Fundament's plugin controller installs plugin `name` into namespace `plugin-<name>`.
+pub fn install_namespace(name: &str) -> String {
+    format!("plugin-{name}")
 }
 
 /// The consent pin of a definition: `sha256:` + hex digest of the exact bytes.
@@ -201,7 +317,8 @@ pub fn parse_version(text: &str) -> Result<semver::Version, semver::Error> {
 }
 
 /// A DNS-1123 label: lowercase alphanumerics and `-`, starting and ending alphanumeric,
-/// at most 63 characters. Plugin, dependency and tag names all follow it.
+/// at most 63 characters. Plugin, dependency and tag names all follow it (plugin names
+/// at most [`MAX_PLUGIN_NAME`]).
 pub fn is_dns_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()

@@ -7,7 +7,14 @@ use super::{InvalidDefinition, Manifest, Position, Problem};
 /// The largest definition accepted, in bytes.
 pub const MAX_DEFINITION_BYTES: usize = MAX_YAML_BYTES;
 
-pub(super) fn parse_manifest(bytes: &[u8]) -> Result<Manifest, InvalidDefinition> {
+/// Bytes to a manifest. With `published` (bytes already published, see
+/// [`super::Definition::parse_published`]), a definition of the older design whose
+/// console fields do not fit Fundament's shapes is read without them, each one left out
+/// named in the returned findings.
+pub(super) fn parse_manifest(
+    bytes: &[u8],
+    published: bool,
+) -> Result<(Manifest, Vec<Problem>), InvalidDefinition> {
     let whole = |msg: String| InvalidDefinition::one(Problem::at("", None, msg));
     if bytes.len() > MAX_DEFINITION_BYTES {
         return Err(whole(format!(
@@ -30,7 +37,13 @@ pub(super) fn parse_manifest(bytes: &[u8]) -> Result<Manifest, InvalidDefinition
     }
 
     let result = yaml::deserialize::<Manifest>(text);
-    result.map_err(|failed| {
+    if published
+        && result.is_err()
+        && let Some(found) = super::legacy::parse_published(text)
+    {
+        return Ok(found);
+    }
+    result.map(|m| (m, Vec::new())).map_err(|failed| {
         let (err, path) = *failed;
         let path = clean_path(&path);
         let pos = err.location().and_then(|l| {
@@ -39,7 +52,8 @@ pub(super) fn parse_manifest(bytes: &[u8]) -> Result<Manifest, InvalidDefinition
                 column: l.column(),
             })
         });
-        let mut message = yaml::message(&err, "a plugin definition");
+        let mut message =
+            super::legacy::without_legacy_names(yaml::message(&err, "a plugin definition"));
         if path.is_empty() && message.starts_with("expected a mapping") {
             message =
                 "the document root must be a mapping with apiVersion, kind, metadata and spec"
@@ -49,10 +63,11 @@ pub(super) fn parse_manifest(bytes: &[u8]) -> Result<Manifest, InvalidDefinition
     })
 }
 
-/// `serde_path_to_error` shows the `Located` wrapper as `.value` and an unknown map key as
-/// `?`; neither means anything to an author.
-fn clean_path(path: &str) -> String {
-    let cleaned = path.replace(".value", "");
+/// `serde_path_to_error` shows the `Located` wrapper as a `value` segment and an unknown
+/// map key as `?`; neither means anything to an author.
+pub(super) fn clean_path(path: &str) -> String {
+    let cleaned = path.replace(".value.", ".");
+    let cleaned = cleaned.strip_suffix(".value").unwrap_or(&cleaned);
     let cleaned = cleaned.trim_end_matches(".?").trim_end_matches('?');
     if cleaned == "." {
         String::new()

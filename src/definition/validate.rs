@@ -1,35 +1,44 @@
-//! Semantic rules on a parsed [`Manifest`]. All problems are collected, not only the
-//! first, so an author fixes a file in one pass.
+//! Semantic rules on a parsed [`Manifest`], beyond what Fundament's own parser checks
+//! (names, versions, the digest pin, CRD names, URLs, sizes). All problems are
+//! collected, not only the first, so an author fixes a file in one pass.
 
 use std::collections::HashSet;
 
 use super::{
-    API_VERSION, ImageRef, InvalidDefinition, KIND, Located, Manifest, MenuEntry, Metadata,
-    Permissions, PolicyRule, Problem, Spec, is_dns_label, parse_version,
+    API_VERSION, AllowedResource, ImageRef, KIND, Located, Manifest, MenuEntry, Metadata,
+    Permissions, PolicyRule, Position, Problem, Spec, is_dns_label, parse_version,
 };
 
 const MAX_DISPLAY_NAME: usize = 100;
 const MAX_DESCRIPTION: usize = 10_000;
 const MAX_SHORT_TEXT: usize = 200;
 const MAX_URL: usize = 2048;
-const MAX_LIST: usize = 256;
+/// Entries of any list or mapping.
+pub(super) const MAX_LIST: usize = 256;
+/// Fundament installs a plugin into namespace `plugin-<name>`, a DNS label of at most
+/// 63 characters; its API refuses longer plugin names.
+pub const MAX_PLUGIN_NAME: usize = 56;
 
 #[derive(Default)]
 struct Problems(Vec<Problem>);
 
 impl Problems {
     fn add<T>(&mut self, path: impl Into<String>, at: &Located<T>, message: impl Into<String>) {
-        self.0.push(Problem::at(path, Some(at.position()), message));
+        self.at(path, at.position(), message);
+    }
+
+    fn at(&mut self, path: impl Into<String>, pos: Position, message: impl Into<String>) {
+        self.0.push(Problem::at(path, Some(pos), message));
     }
 }
 
-pub(super) fn validate(m: &Manifest) -> Result<(semver::Version, ImageRef), InvalidDefinition> {
+/// Problems that refuse a definition however it arrives (legacy fields are judged by
+/// the caller), sorted in file order; the version and image when they parse.
+pub(super) fn validate(m: &Manifest) -> (Vec<Problem>, Option<(semver::Version, ImageRef)>) {
     let mut p = Problems::default();
     check_header(&mut p, m);
     let version = check_metadata(&mut p, &m.metadata);
     check_permissions(&mut p, &m.spec.permissions);
-    check_requirements(&mut p, &m.spec);
-    check_related_plugins(&mut p, &m.spec, &m.metadata.name);
     for (section, entries) in [
         ("organization", &m.spec.menu.organization),
         ("project", &m.spec.menu.project),
@@ -40,16 +49,15 @@ pub(super) fn validate(m: &Manifest) -> Result<(semver::Version, ImageRef), Inva
     for (i, crd) in m.spec.crds.iter().enumerate() {
         check_crd(&mut p, &format!("spec.crds[{i}]"), crd);
     }
+    check_console(&mut p, &m.spec);
     let image = check_image(&mut p, &m.spec.image);
-
-    match (version, image) {
-        (Some(v), Some(i)) if p.0.is_empty() => Ok((v, i)),
-        _ => {
-            // Reported in file order, as an author reads the file.
-            p.0.sort_by_key(|x| (x.line, x.column));
-            Err(InvalidDefinition { problems: p.0 })
-        }
-    }
+    // Reported in file order, as an author reads the file.
+    p.0.sort_by_key(|x| (x.line, x.column));
+    let parsed = match (version, image) {
+        (Some(v), Some(i)) => Some((v, i)),
+        _ => None,
+    };
+    (p.0, parsed)
 }
 
 /// `apiVersion` and `kind` name this format.
@@ -72,7 +80,19 @@ fn check_header(p: &mut Problems, m: &Manifest) {
 
 /// Name, version, texts, icon, links and tags; the version when it parses.
 fn check_metadata(p: &mut Problems, md: &Metadata) -> Option<semver::Version> {
-    check_label(p, "metadata.name", &md.name, "plugin name");
+    if md.name.len() > MAX_PLUGIN_NAME && md.name.len() <= 63 && is_dns_label(&md.name) {
+        p.add(
+            "metadata.name",
+            &md.name,
+            format!(
+                "plugin name `{}` is {} characters; Fundament installs a plugin into namespace plugin-<name>, so the limit is {MAX_PLUGIN_NAME}",
+                md.name.as_str(),
+                md.name.len()
+            ),
+        );
+    } else if let Some(message) = label_problem(&md.name, "plugin name", MAX_PLUGIN_NAME) {
+        p.add("metadata.name", &md.name, message);
+    }
     let version = match parse_version(&md.version) {
         Ok(v) => Some(v),
         Err(e) => {
@@ -111,17 +131,32 @@ fn check_metadata(p: &mut Problems, md: &Metadata) -> Option<semver::Version> {
             check_url(p, &format!("metadata.urls.{field}"), url);
         }
     }
-    check_names(p, "metadata.tags", &md.tags, "tag");
+    check_list_len(p, "metadata.tags", &md.tags);
+    let mut seen = HashSet::new();
+    for (i, tag) in md.tags.iter().enumerate() {
+        let path = format!("metadata.tags[{i}]");
+        if let Some(message) = label_problem(tag, "tag", 63) {
+            p.add(path, tag, message);
+        } else if !seen.insert(tag.as_str()) {
+            p.add(
+                path,
+                tag,
+                format!("`{}` is listed twice", tag.escape_debug()),
+            );
+        }
+    }
     version
 }
 
 /// Capability names and RBAC rules the plugin asks for.
 fn check_permissions(p: &mut Problems, permissions: &Permissions) {
-    check_capabilities(
-        p,
-        "spec.permissions.capabilities",
-        &permissions.capabilities,
-    );
+    let path = "spec.permissions.capabilities";
+    check_list_len(p, path, &permissions.capabilities);
+    for (i, cap) in permissions.capabilities.iter().enumerate() {
+        if let Some(message) = identifier_problem(cap) {
+            p.add(format!("{path}[{i}]"), cap, message);
+        }
+    }
     check_list_len(p, "spec.permissions.rbac", &permissions.rbac);
     for (i, rule) in permissions.rbac.iter().enumerate() {
         check_rbac_rule(p, &format!("spec.permissions.rbac[{i}]"), rule);
@@ -129,74 +164,153 @@ fn check_permissions(p: &mut Problems, permissions: &Permissions) {
 }
 
 fn check_rbac_rule(p: &mut Problems, path: &str, rule: &Located<PolicyRule>) {
-    if rule.verbs.is_empty() {
-        p.add(
-            format!("{path}.verbs"),
-            rule,
-            "at least one verb is required",
-        );
-    }
-    if rule
-        .verbs
-        .iter()
-        .any(|v| v.is_empty() || !v.bytes().all(|b| b.is_ascii_alphabetic() || b == b'*'))
-    {
-        p.add(
-            format!("{path}.verbs"),
-            rule,
-            "verbs are words such as get, list, watch or `*`",
-        );
-    }
-    if rule.resources.is_empty() && rule.non_resource_urls.is_empty() {
+    check_verbs(p, &format!("{path}.verbs"), rule, &rule.verbs);
+    // A rule of the older design's `nonResourceURLs` has no resources; the legacy
+    // finding already says what to write.
+    if rule.resources.is_empty() && rule.non_resource_urls.0.is_none() {
         p.add(
             format!("{path}.resources"),
             rule,
             "at least one resource is required",
         );
     }
-    if rule.resources.iter().any(String::is_empty) {
+    for (field, list) in [
+        ("resources", &rule.resources),
+        ("resourceNames", &rule.resource_names),
+    ] {
+        if list.iter().any(String::is_empty) {
+            p.add(format!("{path}.{field}"), rule, "entries must not be empty");
+        }
+        if list.len() > MAX_LIST {
+            p.add(
+                format!("{path}.{field}"),
+                rule,
+                format!("lists hold at most {MAX_LIST} entries"),
+            );
+        }
+    }
+}
+
+fn check_verbs<T>(p: &mut Problems, path: &str, at: &Located<T>, verbs: &[String]) {
+    if verbs.is_empty() {
+        p.add(path, at, "at least one verb is required");
+    } else if verbs
+        .iter()
+        .any(|v| v.is_empty() || !v.bytes().all(|b| b.is_ascii_alphabetic() || b == b'*'))
+    {
+        p.add(path, at, "verbs are words such as get, list, watch or `*`");
+    } else if verbs.len() > MAX_LIST {
+        p.add(path, at, format!("lists hold at most {MAX_LIST} entries"));
+    }
+}
+
+/// What the console shows: UI hints, custom components, allowed resources.
+fn check_console(p: &mut Problems, spec: &Spec) {
+    let hints = &spec.ui_hints.entries;
+    if hints.len() > MAX_LIST {
         p.add(
-            format!("{path}.resources"),
-            rule,
-            "resource names must not be empty",
+            "spec.uiHints",
+            &hints.0[MAX_LIST].1,
+            format!("holds at most {MAX_LIST} entries"),
         );
     }
-}
-
-/// Cluster capabilities the plugin needs, and requirement flags that contradict what
-/// the rest of the definition asks for.
-fn check_requirements(p: &mut Problems, spec: &Spec) {
-    check_capabilities(
-        p,
-        "spec.requirements.capabilities",
-        &spec.requirements.capabilities,
-    );
-    for c in super::approval::contradictions(spec) {
-        p.add(c.path, c.at, c.message);
-    }
-}
-
-fn check_capabilities(p: &mut Problems, path: &str, list: &[Located<String>]) {
-    check_list_len(p, path, list);
-    for (i, cap) in list.iter().enumerate() {
-        check_identifier(p, &format!("{path}[{i}]"), cap);
-    }
-}
-
-/// Dependencies and suggested plugins: plugin names, each once, never the plugin itself.
-fn check_related_plugins(p: &mut Problems, spec: &Spec, own_name: &Located<String>) {
-    for (field, list) in [
-        ("dependencies", &spec.dependencies),
-        ("suggestedPlugins", &spec.suggested_plugins),
-    ] {
-        let path = format!("spec.{field}");
-        check_names(p, &path, list, "plugin name");
-        for (i, dep) in list.iter().enumerate() {
-            if dep.as_str() == own_name.as_str() {
-                p.add(format!("{path}[{i}]"), dep, "a plugin cannot list itself");
+    for (key, hint) in &hints.0 {
+        let path = format!("spec.uiHints.{key}");
+        check_crd_name(p, &path, hint, key);
+        check_list_len(p, &format!("{path}.formGroups"), &hint.form_groups);
+        for (i, g) in hint.form_groups.iter().enumerate() {
+            let gpath = format!("{path}.formGroups[{i}]");
+            if g.name.trim().is_empty() {
+                p.add(format!("{gpath}.name"), g, "a form group needs a name");
+            }
+            check_text(p, &format!("{gpath}.name"), g, &g.name);
+            if g.fields.len() > MAX_LIST || g.fields.iter().any(|f| f.trim().is_empty()) {
+                p.add(
+                    format!("{gpath}.fields"),
+                    g,
+                    format!("fields are 1 to {MAX_LIST} non-empty field paths"),
+                );
+            }
+            for f in &g.fields {
+                check_text(p, &format!("{gpath}.fields"), g, f);
+            }
+        }
+        if let Some(m) = &hint.status_mapping {
+            let mpath = format!("{path}.statusMapping");
+            if m.json_path.trim().is_empty() {
+                p.add(
+                    format!("{mpath}.jsonPath"),
+                    m,
+                    "a status mapping needs the JSONPath of the value it maps",
+                );
+            }
+            check_text(p, &format!("{mpath}.jsonPath"), m, &m.json_path);
+            if m.values.len() > MAX_LIST {
+                p.add(
+                    format!("{mpath}.values"),
+                    m,
+                    format!("holds at most {MAX_LIST} entries"),
+                );
+            }
+            let defaults = m.default.iter().map(|d| ("default".to_owned(), d));
+            let values = m
+                .values
+                .iter()
+                .map(|(k, v)| (format!("values.{k}"), v))
+                .chain(defaults);
+            for (vpath, v) in values {
+                check_text(p, &format!("{mpath}.{vpath}.badge"), m, &v.badge);
+                check_text(p, &format!("{mpath}.{vpath}.label"), m, &v.label);
             }
         }
     }
+    let components = &spec.custom_components;
+    if components.len() > MAX_LIST {
+        p.add(
+            "spec.customComponents",
+            &components.0[MAX_LIST].1,
+            format!("holds at most {MAX_LIST} entries"),
+        );
+    }
+    for (key, c) in &components.0 {
+        let path = format!("spec.customComponents.{key}");
+        if key.trim().is_empty() {
+            p.add(&path, c, "component mappings are keyed by a resource name");
+        }
+        check_text(p, &path, c, key);
+        for (field, v) in [
+            ("list", &c.list),
+            ("detail", &c.detail),
+            ("create", &c.create),
+        ] {
+            if let Some(v) = v {
+                check_text(p, &format!("{path}.{field}"), v, v);
+            }
+        }
+    }
+    check_list_len(p, "spec.allowedResources", &spec.allowed_resources);
+    for (i, r) in spec.allowed_resources.iter().enumerate() {
+        check_allowed_resource(p, &format!("spec.allowedResources[{i}]"), r);
+    }
+}
+
+fn check_allowed_resource(p: &mut Problems, path: &str, r: &Located<AllowedResource>) {
+    if super::legacy::is_legacy_allowed_resource(r) {
+        return;
+    }
+    for (field, v) in [("version", &r.version), ("resource", &r.resource)] {
+        if v.trim().is_empty() {
+            p.add(format!("{path}.{field}"), r, "is required");
+        }
+    }
+    for (field, v) in [
+        ("group", &r.group),
+        ("version", &r.version),
+        ("resource", &r.resource),
+    ] {
+        check_text(p, &format!("{path}.{field}"), r, v);
+    }
+    check_verbs(p, &format!("{path}.verbs"), r, &r.verbs);
 }
 
 /// The runtime image, pinned by digest; the reference when it parses.
@@ -210,35 +324,31 @@ fn check_image(p: &mut Problems, image: &Located<String>) -> Option<ImageRef> {
     }
 }
 
-fn check_label(p: &mut Problems, path: &str, v: &Located<String>, what: &str) {
-    if v.len() > 63 {
-        p.add(
-            path,
-            v,
-            format!(
-                "{what} `{}` is {} characters; the limit is 63",
-                v.escape_debug(),
-                v.len()
-            ),
-        );
+/// Why `v` is not a DNS-1123 label of at most `max` characters, if it is not.
+pub(super) fn label_problem(v: &str, what: &str, max: usize) -> Option<String> {
+    if v.len() > max {
+        Some(format!(
+            "{what} `{}` is {} characters; the limit is {max}",
+            v.escape_debug(),
+            v.len()
+        ))
     } else if !is_dns_label(v) {
-        p.add(path, v, format!("{what} `{}` must be a DNS-1123 label: lowercase letters, digits and `-`, starting and ending with a letter or digit", v.escape_debug()));
+        Some(format!(
+            "{what} `{}` must be a DNS-1123 label: lowercase letters, digits and `-`, starting and ending with a letter or digit",
+            v.escape_debug()
+        ))
+    } else {
+        None
     }
 }
 
-fn check_names(p: &mut Problems, path: &str, list: &[Located<String>], what: &str) {
-    check_list_len(p, path, list);
-    let mut seen = HashSet::new();
-    for (i, item) in list.iter().enumerate() {
-        check_label(p, &format!("{path}[{i}]"), item, what);
-        if !seen.insert(item.as_str()) {
-            p.add(
-                format!("{path}[{i}]"),
-                item,
-                format!("`{}` is listed twice", item.escape_debug()),
-            );
-        }
-    }
+/// Capability names: 1-63 letters, digits, `_` or `-`.
+pub(super) fn identifier_problem(v: &str) -> Option<String> {
+    let ok = !v.is_empty()
+        && v.len() <= 63
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    (!ok).then(|| "capability names are 1-63 letters, digits, `_` or `-`".to_owned())
 }
 
 fn check_list_len<T>(p: &mut Problems, path: &str, list: &[Located<T>]) {
@@ -260,16 +370,14 @@ fn check_len(p: &mut Problems, path: &str, v: Option<&Located<String>>, max: usi
     }
 }
 
-fn check_identifier(p: &mut Problems, path: &str, v: &Located<String>) {
-    let ok = !v.is_empty()
-        && v.len() <= 63
-        && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if !ok {
+/// A short text of the console's (labels, field paths, component names).
+fn check_text<T>(p: &mut Problems, path: &str, at: &Located<T>, text: &str) {
+    let n = text.chars().count();
+    if n > MAX_SHORT_TEXT {
         p.add(
             path,
-            v,
-            "capability names are 1-63 letters, digits, `_` or `-`",
+            at,
+            format!("is {n} characters; the limit is {MAX_SHORT_TEXT}"),
         );
     }
 }
@@ -296,6 +404,11 @@ fn check_url(p: &mut Problems, path: &str, url: &Located<String>) {
 
 /// CRD names are `<plural>.<group>` and the group has at least one dot (`example.com`).
 fn check_crd(p: &mut Problems, path: &str, crd: &Located<String>) {
+    check_crd_name(p, path, crd, crd);
+}
+
+/// [`check_crd`] for a name written at `at` (a key, whose value carries the position).
+fn check_crd_name<T>(p: &mut Problems, path: &str, at: &Located<T>, crd: &str) {
     let ok = crd.len() <= 253
         && crd.split_once('.').is_some_and(|(plural, group)| {
             is_dns_label(plural) && group.contains('.') && group.split('.').all(is_dns_label)
@@ -303,7 +416,7 @@ fn check_crd(p: &mut Problems, path: &str, crd: &Located<String>) {
     if !ok {
         p.add(
             path,
-            crd,
+            at,
             format!(
                 "`{}` must name a CRD as <plural>.<group>, e.g. certificates.cert-manager.io",
                 crd.escape_debug()
@@ -323,13 +436,6 @@ fn check_menu(p: &mut Problems, section: &str, entries: &[MenuEntry]) {
     for (i, entry) in entries.iter().enumerate() {
         let path = format!("spec.menu.{section}[{i}]");
         check_crd(p, &format!("{path}.crd"), &entry.crd);
-        if entry.edit && !entry.detail {
-            p.add(
-                format!("{path}.edit"),
-                &entry.crd,
-                "an editable entry must also have `detail: true`",
-            );
-        }
         for (field, text) in [("label", &entry.label), ("icon", &entry.icon)] {
             if text
                 .as_ref()

@@ -100,6 +100,8 @@ pub struct VersionRecord {
     pub signer_key_ids: Vec<String>,
     /// Where the mirror of its image stands; `None` before the server enqueued it.
     pub mirror: Option<ImageMirror>,
+    /// Why Fundament cannot install it (fields of the older design); `None` when it can.
+    pub not_installable: Option<String>,
 }
 
 /// A version's image in the mirror, as pages and the API show it.
@@ -131,6 +133,30 @@ fn image_mirror(r: &sqlx::sqlite::SqliteRow) -> Option<ImageMirror> {
         verified_by: r.get("mirror_signature_key"),
         status,
     })
+}
+
+fn not_installable(r: &sqlx::sqlite::SqliteRow) -> Option<String> {
+    r.get::<Option<String>, _>("not_installable")
+        .filter(|s| !s.is_empty())
+}
+
+/// A stored version's definition with the extras stored beside it: published bytes are
+/// read with [`Definition::parse_published`] (a version of the older design stays
+/// readable), and `extras` is `None` for a version stored before extras existed.
+pub(crate) fn stored_definition(
+    bytes: &[u8],
+    hash: &str,
+    extras: Option<String>,
+) -> Result<Definition, StoreError> {
+    let corrupt = |e| StoreError::Corrupt(hash.to_owned(), e);
+    let def = Definition::parse_published(bytes).map_err(corrupt)?;
+    let Some(json) = extras else { return Ok(def) };
+    let extras = serde_json::from_str(&json).map_err(|e| {
+        corrupt(crate::definition::InvalidDefinition::one(
+            crate::definition::Problem::at("extras", None, e.to_string()),
+        ))
+    })?;
+    def.with_extras(extras).map_err(corrupt)
 }
 
 /// A plugin found by name, for resolving dependencies.
@@ -193,6 +219,13 @@ impl Store {
         if refreshed > 0 {
             tracing::info!(plugins = refreshed, "recomputed catalog requirement flags");
         }
+        let checked = store.check_installability().await?;
+        if checked > 0 {
+            tracing::info!(
+                versions = checked,
+                "checked which stored versions Fundament can install"
+            );
+        }
         Ok(store)
     }
 
@@ -250,7 +283,7 @@ impl Store {
     pub async fn versions(&self, plugin_id: i64) -> Result<Vec<VersionRecord>, StoreError> {
         let rows = sqlx::query(
             "SELECT v.version, v.canonical, v.major, v.hash, v.image, v.published_at, v.yanked,
-                    v.signer_key_ids, m.status AS mirror_status, m.size AS mirror_size,
+                    v.signer_key_ids, v.not_installable, m.status AS mirror_status, m.size AS mirror_size,
                     m.last_error AS mirror_error, m.next_attempt_at AS mirror_next,
                     m.signature_key AS mirror_signature_key
              FROM plugin_versions v LEFT JOIN mirror_images m ON m.id = v.image_id
@@ -274,6 +307,7 @@ impl Store {
                     yanked: r.get("yanked"),
                     signer_key_ids: signers(&r),
                     mirror: image_mirror(&r),
+                    not_installable: not_installable(&r),
                 }
             })
             .collect();
@@ -292,7 +326,7 @@ impl Store {
         };
         let row = sqlx::query(
             "SELECT v.version, v.major, v.hash, v.image, v.published_at, v.yanked, v.definition,
-                    v.signer_key_ids, m.status AS mirror_status, m.size AS mirror_size,
+                    v.extras, v.signer_key_ids, v.not_installable, m.status AS mirror_status, m.size AS mirror_size,
                     m.last_error AS mirror_error, m.next_attempt_at AS mirror_next,
                     m.signature_key AS mirror_signature_key
              FROM plugin_versions v LEFT JOIN mirror_images m ON m.id = v.image_id
@@ -303,9 +337,8 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?;
         let Some(r) = row else { return Ok(None) };
-        let bytes: Vec<u8> = r.get("definition");
         let hash: String = r.get("hash");
-        let def = Definition::parse(&bytes).map_err(|e| StoreError::Corrupt(hash.clone(), e))?;
+        let def = stored_definition(&r.get::<Vec<u8>, _>("definition"), &hash, r.get("extras"))?;
         let record = VersionRecord {
             version: r.get("version"),
             version_parsed: parsed,
@@ -316,6 +349,7 @@ impl Store {
             yanked: r.get("yanked"),
             signer_key_ids: signers(&r),
             mirror: image_mirror(&r),
+            not_installable: not_installable(&r),
         };
         Ok(Some((record, def)))
     }
@@ -346,7 +380,7 @@ impl Store {
         publisher: &str,
     ) -> Result<Vec<(Definition, bool)>, StoreError> {
         let rows = sqlx::query(
-            "SELECT v.definition, v.hash, v.yanked FROM plugin_versions v JOIN plugins p ON p.id = v.plugin_id
+            "SELECT v.definition, v.hash, v.extras, v.yanked FROM plugin_versions v JOIN plugins p ON p.id = v.plugin_id
              JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.name = ? ORDER BY v.id",
         )
         .bind(publisher)
@@ -354,9 +388,11 @@ impl Store {
         .await?;
         rows.into_iter()
             .map(|r| {
-                let bytes: Vec<u8> = r.get("definition");
-                let def =
-                    Definition::parse(&bytes).map_err(|e| StoreError::Corrupt(r.get("hash"), e))?;
+                let def = stored_definition(
+                    &r.get::<Vec<u8>, _>("definition"),
+                    &r.get::<String, _>("hash"),
+                    r.get("extras"),
+                )?;
                 Ok((def, r.get("yanked")))
             })
             .collect()

@@ -119,7 +119,7 @@ impl Store {
                     .bind(&latest)
                     .fetch_one(&mut *tx)
                     .await?;
-                    match Definition::parse(&bytes) {
+                    match Definition::parse_published(&bytes) {
                         Ok(def) => def.approval(),
                         Err(e) => {
                             tracing::warn!(%hash, error = %e,
@@ -139,6 +139,40 @@ impl Store {
             .bind(id)
             .execute(&mut *tx)
             .await?;
+            done += 1;
+        }
+        tx.commit().await?;
+        Ok(done)
+    }
+
+    /// Records, for each version stored before the column existed, whether Fundament can
+    /// install it. Returns how many were checked. A definition that no longer parses
+    /// stays unchecked and is logged on every open until an operator removes it.
+    pub(super) async fn check_installability(&self) -> Result<usize, StoreError> {
+        let rows: Vec<(i64, String, Vec<u8>)> = sqlx::query_as(
+            "SELECT id, hash, definition FROM plugin_versions WHERE not_installable IS NULL",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let mut tx = self.pool.begin().await?;
+        let mut done = 0;
+        for (id, hash, bytes) in rows {
+            let reason = match Definition::parse_published(&bytes) {
+                Ok(def) => def.not_installable().unwrap_or_default(),
+                Err(e) => {
+                    tracing::warn!(%hash, error = %e,
+                        "stored definition no longer validates; whether Fundament can install it is unknown");
+                    continue;
+                }
+            };
+            sqlx::query("UPDATE plugin_versions SET not_installable = ? WHERE id = ?")
+                .bind(reason)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
             done += 1;
         }
         tx.commit().await?;
@@ -173,14 +207,14 @@ async fn refresh_summary(
         }
         return Ok(());
     };
-    let (hash, bytes): (String, Vec<u8>) = sqlx::query_as(
-        "SELECT hash, definition FROM plugin_versions WHERE plugin_id = ? AND canonical = ?",
+    let (hash, bytes, extras): (String, Vec<u8>, Option<String>) = sqlx::query_as(
+        "SELECT hash, definition, extras FROM plugin_versions WHERE plugin_id = ? AND canonical = ?",
     )
     .bind(plugin_id)
     .bind(&latest)
     .fetch_one(&mut **tx)
     .await?;
-    let def = Definition::parse(&bytes).map_err(|e| StoreError::Corrupt(hash, e))?;
+    let def = super::stored_definition(&bytes, &hash, extras)?;
     write_summary(tx, plugin_id, &def, now).await
 }
 
@@ -241,8 +275,8 @@ async fn insert_version_in(
     // never lacks its mirror job, whichever process published it.
     let image_id = super::mirror::enqueue_in(tx, &def.image, now).await?;
     sqlx::query(
-        "INSERT INTO plugin_versions (plugin_id, version, canonical, major, hash, definition, image, published_at, image_id)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO plugin_versions (plugin_id, version, canonical, major, hash, definition, image, published_at, image_id, extras, not_installable)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(plugin_id)
     .bind(def.version_text())
@@ -253,6 +287,8 @@ async fn insert_version_in(
     .bind(def.image.to_string())
     .bind(now)
     .bind(image_id)
+    .bind(serde_json::to_string(&def.extras).expect("extras serialize"))
+    .bind(def.not_installable().unwrap_or_default())
     .execute(&mut **tx)
     .await?;
 
@@ -335,13 +371,14 @@ async fn write_summary(
         .bind(plugin_id)
         .execute(&mut **tx)
         .await?;
-    let spec = &def.manifest.spec;
-    let links = spec
+    let links = def
+        .extras
         .dependencies
         .iter()
         .map(|d| (LinkKind::Dependency, d))
         .chain(
-            spec.suggested_plugins
+            def.extras
+                .suggested_plugins
                 .iter()
                 .map(|s| (LinkKind::Suggestion, s)),
         );

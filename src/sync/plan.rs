@@ -88,10 +88,16 @@ pub struct Step {
     pub hash: String,
     pub trust: Trust,
     pub requested: bool,
+    /// Where Fundament installs it: `plugin-<name>`.
+    pub namespace: String,
     /// The plugins in this plan that depend on it.
     pub required_by: Vec<String>,
     /// Requirements an admin must approve before installing it.
     pub approve: Vec<String>,
+    /// Why Fundament cannot install this version (published in the older definition
+    /// design); absent when it can.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_installable: Option<String>,
 }
 
 fn as_text<S: serde::Serializer>(v: &Version, s: S) -> Result<S::Ok, S::Error> {
@@ -115,7 +121,7 @@ pub struct Plan {
     pub missing: Vec<Missing>,
     /// Each cycle as the path that closes it, e.g. `[a, b, a]`.
     pub cycles: Vec<Vec<String>>,
-    /// No missing dependency and no cycle.
+    /// No missing dependency, no cycle, and every step installable by Fundament.
     pub complete: bool,
 }
 
@@ -141,7 +147,9 @@ pub fn install_plan(view: &OrgView, requests: &[Request]) -> Result<Plan, PlanEr
             step.requested = true;
         }
     }
-    let complete = planner.missing.is_empty() && planner.cycles.is_empty();
+    let complete = planner.missing.is_empty()
+        && planner.cycles.is_empty()
+        && planner.order.iter().all(|s| s.not_installable.is_none());
     Ok(Plan {
         order: planner.order,
         missing: planner.missing,
@@ -224,8 +232,10 @@ impl<'a> Planner<'a> {
             hash: offer.hash.clone(),
             trust: offer.trust.clone(),
             requested: false,
+            namespace: crate::definition::install_namespace(name),
             required_by: parent.map(|p| vec![p.to_owned()]).unwrap_or_default(),
             approve: offer.summary.requirements.to_approve(),
+            not_installable: offer.summary.not_installable.clone(),
         });
         Ok(())
     }

@@ -1,5 +1,6 @@
 //! Per-organization sideloads and the local API's tokens, kept in the worker's
-//! database. A sideload passes the same `Definition::parse` as `marketplace validate`;
+//! database. A sideload passes the same `Definition::parse` as `marketplace validate`
+//! (and its companion document, when it has one, the same checks as a publisher's);
 //! versions are immutable like published ones, so a changed file needs a new version.
 
 use serde::Serialize;
@@ -101,6 +102,15 @@ pub struct TokenRecord {
     pub revoked_at: Option<i64>,
 }
 
+/// A sideload's extras as stored: JSON, or empty when it came without a companion.
+fn extras_json(def: &Definition) -> String {
+    if def.extras.is_empty() {
+        String::new()
+    } else {
+        serde_json::to_string(&def.extras).expect("extras serialize")
+    }
+}
+
 pub fn check_org(org: &str) -> Result<(), SideloadError> {
     if crate::definition::is_dns_label(org) {
         Ok(())
@@ -135,12 +145,13 @@ impl SyncStore {
             Some(hash) if hash == def.hash => return Ok(Added::Unchanged),
             Some(_) if on_conflict == OnConflict::Replace => {
                 sqlx::query(
-                    "UPDATE sideloads SET hash = ?, summary = ?, definition = ?, created_at = ?, token_id = ?
-                     WHERE org = ? AND name = ? AND version = ?",
+                    "UPDATE sideloads SET hash = ?, summary = ?, definition = ?, extras = ?, created_at = ?,
+                     token_id = ? WHERE org = ? AND name = ? AND version = ?",
                 )
                 .bind(&def.hash)
                 .bind(super::view::Summary::of(def).to_json())
                 .bind(&def.bytes)
+                .bind(extras_json(def))
                 .bind(now)
                 .bind(token_id)
                 .bind(org)
@@ -167,8 +178,8 @@ impl SyncStore {
             return Err(SideloadError::TooMany);
         }
         sqlx::query(
-            "INSERT INTO sideloads (org, name, version, hash, summary, definition, created_at, token_id)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO sideloads (org, name, version, hash, summary, definition, extras, created_at, token_id)
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(org)
         .bind(def.name())
@@ -176,6 +187,7 @@ impl SyncStore {
         .bind(&def.hash)
         .bind(super::view::Summary::of(def).to_json())
         .bind(&def.bytes)
+        .bind(extras_json(def))
         .bind(now)
         .bind(token_id)
         .execute(&mut *tx)

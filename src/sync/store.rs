@@ -40,9 +40,31 @@ pub struct SourceDefinition {
     pub hash: String,
     pub yanked: bool,
     pub signer_key_ids: String,
+    /// The extras its target signs (`custom.extras`) as JSON; empty when it has none.
+    pub extras: String,
     /// The bytes and their summary (JSON); `None` when the store already holds this
-    /// hash for this target.
+    /// hash and these extras for this target.
     pub bytes: Option<(Vec<u8>, String)>,
+}
+
+/// A stored definition with the extras stored beside it (JSON, empty for none): read
+/// with [`Definition::parse_published`], as bytes a round or an admin already accepted.
+pub(crate) fn stored_definition(
+    bytes: &[u8],
+    extras: &str,
+) -> Result<Definition, crate::definition::InvalidDefinition> {
+    let def = Definition::parse_published(bytes)?;
+    if extras.is_empty() {
+        return Ok(def);
+    }
+    let extras = serde_json::from_str(extras).map_err(|e| {
+        crate::definition::InvalidDefinition::one(crate::definition::Problem::at(
+            "extras",
+            None,
+            e.to_string(),
+        ))
+    })?;
+    def.with_extras(extras)
 }
 
 /// Trusted metadata versions after a good round.
@@ -82,8 +104,9 @@ pub struct StoredRow {
     pub yanked: bool,
     pub signer_key_ids: String,
     pub summary: Option<String>,
-    /// Only for rows stored before summaries were kept.
+    /// Only for rows whose summary is not stored (yet).
     pub definition: Option<Vec<u8>>,
+    pub extras: String,
 }
 
 /// A publisher of a source whose roles failed verification in the latest rounds; its
@@ -145,31 +168,32 @@ impl SyncStore {
     /// row themselves. A definition that no longer parses keeps its mark and is logged;
     /// the view leaves it out, as it would any unreadable row.
     async fn refresh_stale_summaries(&self) -> Result<usize, SyncStoreError> {
-        let sources: Vec<(String, String, Vec<u8>)> = sqlx::query_as(
-            "SELECT source, target, definition FROM source_definitions WHERE summary IS NULL",
+        let sources: Vec<(String, String, Vec<u8>, String)> = sqlx::query_as(
+            "SELECT source, target, definition, extras FROM source_definitions WHERE summary IS NULL",
         )
         .fetch_all(&self.pool)
         .await?;
-        let sideloads: Vec<(String, String, String, Vec<u8>)> = sqlx::query_as(
-            "SELECT org, name, version, definition FROM sideloads WHERE summary = ''",
+        let sideloads: Vec<(String, String, String, Vec<u8>, String)> = sqlx::query_as(
+            "SELECT org, name, version, definition, extras FROM sideloads WHERE summary = ''",
         )
         .fetch_all(&self.pool)
         .await?;
         if sources.is_empty() && sideloads.is_empty() {
             return Ok(0);
         }
-        let summary = |what: &str, bytes: &[u8]| match Definition::parse(bytes) {
-            Ok(def) => Some(Summary::of(&def).to_json()),
-            Err(e) => {
-                tracing::warn!(definition = what, error = %e,
+        let summary =
+            |what: &str, bytes: &[u8], extras: &str| match stored_definition(bytes, extras) {
+                Ok(def) => Some(Summary::of(&def).to_json()),
+                Err(e) => {
+                    tracing::warn!(definition = what, error = %e,
                     "stored definition no longer validates; left out of views");
-                None
-            }
-        };
+                    None
+                }
+            };
         let mut tx = self.pool.begin().await?;
         let mut done = 0;
-        for (source, target, bytes) in &sources {
-            let Some(json) = summary(&format!("{source}:{target}"), bytes) else {
+        for (source, target, bytes, extras) in &sources {
+            let Some(json) = summary(&format!("{source}:{target}"), bytes, extras) else {
                 continue;
             };
             sqlx::query(
@@ -182,8 +206,9 @@ impl SyncStore {
             .await?;
             done += 1;
         }
-        for (org, name, version, bytes) in &sideloads {
-            let Some(json) = summary(&format!("sideload {org}/{name}@{version}"), bytes) else {
+        for (org, name, version, bytes, extras) in &sideloads {
+            let Some(json) = summary(&format!("sideload {org}/{name}@{version}"), bytes, extras)
+            else {
                 continue;
             };
             sqlx::query(
@@ -215,17 +240,20 @@ impl SyncStore {
         Ok(())
     }
 
-    /// The hash stored for each target of a source.
+    /// The hash and extras (JSON) stored for each target of a source.
     pub async fn known_hashes(
         &self,
         source: &str,
-    ) -> Result<HashMap<String, String>, SyncStoreError> {
-        let rows: Vec<(String, String)> =
-            sqlx::query_as("SELECT target, hash FROM source_definitions WHERE source = ?")
+    ) -> Result<HashMap<String, (String, String)>, SyncStoreError> {
+        let rows: Vec<(String, String, String)> =
+            sqlx::query_as("SELECT target, hash, extras FROM source_definitions WHERE source = ?")
                 .bind(source)
                 .fetch_all(&self.pool)
                 .await?;
-        Ok(rows.into_iter().collect())
+        Ok(rows
+            .into_iter()
+            .map(|(target, hash, extras)| (target, (hash, extras)))
+            .collect())
     }
 
     /// Replaces a source's state with a verified round, in one transaction: targets no
@@ -298,7 +326,7 @@ impl SyncStore {
         let new: Vec<&SourceDefinition> = defs.iter().filter(|d| d.bytes.is_some()).collect();
         for chunk in new.chunks(INSERT_ROWS) {
             let mut q = sqlx::QueryBuilder::new(
-                "INSERT INTO source_definitions (source, target, publisher, name, version, hash, yanked, signer_key_ids, definition, summary) ",
+                "INSERT INTO source_definitions (source, target, publisher, name, version, hash, yanked, signer_key_ids, definition, summary, extras) ",
             );
             q.push_values(chunk, |mut row, d| {
                 let (bytes, summary) = d.bytes.as_ref().expect("filtered on bytes");
@@ -311,13 +339,14 @@ impl SyncStore {
                     .push_bind(d.yanked)
                     .push_bind(&d.signer_key_ids)
                     .push_bind(bytes)
-                    .push_bind(summary);
+                    .push_bind(summary)
+                    .push_bind(&d.extras);
             });
             q.push(
                 " ON CONFLICT (source, target) DO UPDATE SET hash = excluded.hash, yanked = excluded.yanked,
                    signer_key_ids = excluded.signer_key_ids, definition = excluded.definition,
                    publisher = excluded.publisher, name = excluded.name, version = excluded.version,
-                   summary = excluded.summary",
+                   summary = excluded.summary, extras = excluded.extras",
             );
             q.build().execute(&mut *tx).await?;
         }
@@ -460,7 +489,7 @@ impl SyncStore {
     pub async fn rows(&self) -> Result<Vec<StoredRow>, SyncStoreError> {
         Ok(sqlx::query_as(
             "SELECT source, publisher, name, version, hash, yanked, signer_key_ids, summary,
-               CASE WHEN summary IS NULL THEN definition END AS definition
+               CASE WHEN summary IS NULL THEN definition END AS definition, extras
              FROM source_definitions ORDER BY source, publisher, name",
         )
         .fetch_all(&self.pool)

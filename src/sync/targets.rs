@@ -20,7 +20,7 @@ use tough::schema::Target;
 use super::round::{Reason, RoundError};
 use super::store::SourceDefinition;
 use super::view::Summary;
-use crate::definition::{Definition, MAX_DEFINITION_BYTES};
+use crate::definition::MAX_DEFINITION_BYTES;
 use crate::trust::client::{self, FetchError, Fetcher, Listed};
 
 /// Downloads in flight per source: enough to hide loopback and LAN latency.
@@ -45,7 +45,7 @@ struct Downloaded {
 pub(super) async fn collect(
     from: TargetSource,
     listed: Vec<(String, Listed)>,
-    known: HashMap<String, String>,
+    known: HashMap<String, (String, String)>,
 ) -> Result<(Vec<SourceDefinition>, std::time::Duration), RoundError> {
     let downloaded = download(Arc::new(from), listed, Arc::new(known)).await?;
     let started = std::time::Instant::now();
@@ -59,7 +59,7 @@ pub(super) async fn collect(
 async fn download(
     from: Arc<TargetSource>,
     listed: Vec<(String, Listed)>,
-    known: Arc<HashMap<String, String>>,
+    known: Arc<HashMap<String, (String, String)>>,
 ) -> Result<Vec<Downloaded>, RoundError> {
     use futures_util::{StreamExt, TryStreamExt};
     let lanes = std::thread::available_parallelism()
@@ -80,7 +80,9 @@ async fn download(
             };
             futures_util::stream::iter(std::iter::from_fn(next))
                 .map(|(i, (publisher, listed))| {
-                    let known = known.get(&listed.name).map(String::as_str);
+                    let known = known
+                        .get(&listed.name)
+                        .map(|(h, e)| (h.as_str(), e.as_str()));
                     let from = &from;
                     async move { one(from, listed, publisher, known).await.map(|d| (i, d)) }
                 })
@@ -97,13 +99,13 @@ async fn download(
     Ok(all.into_iter().map(|(_, d)| d).collect())
 }
 
-/// One listed target: its name checked, then its bytes fetched unless `known_hash` is
-/// already the signed hash.
+/// One listed target: its name and extras checked, then its bytes fetched unless `known`
+/// already holds the signed hash with the same extras.
 async fn one(
     from: &TargetSource,
     listed: Listed,
     publisher: String,
-    known_hash: Option<&str>,
+    known: Option<(&str, &str)>,
 ) -> Result<Downloaded, RoundError> {
     let Listed {
         name,
@@ -123,7 +125,16 @@ async fn one(
         return Err(shape());
     }
     let (plugin, version) = (plugin.to_owned(), version.to_owned());
-    let bytes = if known_hash == Some(hash.as_str()) {
+    // Signed beside the file and read as strictly: a remote index is input like any.
+    let extras = match target.custom.get("extras") {
+        None => String::new(),
+        Some(_) => {
+            let extras = crate::trust::metadata::target_extras(&target, &plugin)
+                .map_err(|e| invalid(&name, e))?;
+            serde_json::to_string(&extras).expect("extras serialize")
+        }
+    };
+    let bytes = if known == Some((hash.as_str(), extras.as_str())) {
         None
     } else if target.length > MAX_DEFINITION_BYTES as u64 {
         return Err(invalid(
@@ -148,6 +159,7 @@ async fn one(
             .and_then(serde_json::Value::as_bool)
             .unwrap_or(false),
         signer_key_ids,
+        extras,
         bytes: None,
     };
     Ok(Downloaded { row, bytes })
@@ -184,7 +196,10 @@ fn parse(mut downloaded: Vec<Downloaded>) -> Result<Vec<SourceDefinition>, Round
 fn checked(d: Downloaded) -> Result<SourceDefinition, RoundError> {
     let Downloaded { mut row, bytes } = d;
     if let Some(bytes) = bytes {
-        let def = Definition::parse(&bytes).map_err(|e| invalid(&row.target, e.to_string()))?;
+        // Published bytes: a version of the older design stays offered to the JSON API,
+        // marked, and is left out of Fundament's contract.
+        let def = super::store::stored_definition(&bytes, &row.extras)
+            .map_err(|e| invalid(&row.target, e.to_string()))?;
         if crate::trust::metadata::target_name(&row.publisher, &def) != row.target {
             return Err(invalid(
                 &row.target,
@@ -266,6 +281,7 @@ mod tests {
                 hash: String::new(),
                 yanked: false,
                 signer_key_ids: String::new(),
+                extras: String::new(),
                 bytes: None,
             },
             bytes,

@@ -27,7 +27,8 @@ pub enum Trust {
     Sideloaded { org: String },
 }
 
-/// What a view needs of a definition, extracted once when it is validated.
+/// What a view needs of a definition and the extras signed beside it, extracted once
+/// when it is validated.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
@@ -35,6 +36,10 @@ pub struct Summary {
     pub description: String,
     pub requirements: RequirementsSummary,
     pub dependencies: Vec<String>,
+    /// Absent from summaries stored before it was added (the sync migration 0006
+    /// recomputes those).
+    #[serde(default)]
+    pub suggested_plugins: Vec<String>,
     pub image: String,
     /// `metadata.tags`. Absent from summaries stored before it was added (the sync
     /// migration 0005 recomputes those).
@@ -44,16 +49,21 @@ pub struct Summary {
     /// version as its definitions spell it.
     #[serde(default)]
     pub version_as_written: String,
+    /// Why Fundament cannot install this version (fields of the older design it
+    /// carries); such a version is left out of Fundament's `organization.v1` contract.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_installable: Option<String>,
 }
 
-/// What an admin approves before install ([`Definition::approval`]: `spec.requirements`
-/// and what `spec.permissions.capabilities` implies).
+/// What an admin approves before install ([`Definition::approval`], from
+/// `spec.permissions.capabilities`) and what the cluster must offer (the extras).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequirementsSummary {
     pub internet_access: bool,
     pub kube_system_deployment: bool,
     pub privileged: bool,
+    /// Cluster capabilities (`custom.extras.clusterCapabilities`).
     pub capabilities: Vec<String>,
 }
 
@@ -85,18 +95,14 @@ impl Summary {
                 internet_access: r.internet_access,
                 kube_system_deployment: r.kube_system_deployment,
                 privileged: r.privileged,
-                capabilities: r.capabilities,
+                capabilities: def.extras.cluster_capabilities.clone(),
             },
-            dependencies: def
-                .manifest
-                .spec
-                .dependencies
-                .iter()
-                .map(|d| d.to_string())
-                .collect(),
+            dependencies: def.extras.dependencies.clone(),
+            suggested_plugins: def.extras.suggested_plugins.clone(),
             image: def.manifest.spec.image.to_string(),
             tags: def.tags().map(str::to_owned).collect(),
             version_as_written: def.version_text().to_owned(),
+            not_installable: def.not_installable(),
         }
     }
 

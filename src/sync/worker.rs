@@ -67,6 +67,20 @@ pub struct Status {
     /// Plugin names in the base view (before sideloads).
     pub plugins: usize,
     pub clashes: usize,
+    /// Versions in the base view that Fundament cannot install (published in the older
+    /// definition design): offered to the JSON API, left out of `organization.v1`.
+    pub not_installable: Vec<NotInstallable>,
+}
+
+/// A version Fundament cannot install, and why.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotInstallable {
+    pub name: String,
+    pub version: String,
+    pub trust: Trust,
+    /// The fields of the older design it carries.
+    pub fields: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -261,7 +275,9 @@ impl Worker {
             };
             let summary = match (&r.summary, &r.definition) {
                 (Some(json), _) => serde_json::from_str(json).ok(),
-                (None, Some(bytes)) => Definition::parse(bytes).ok().map(|d| Summary::of(&d)),
+                (None, Some(bytes)) => super::store::stored_definition(bytes, &r.extras)
+                    .ok()
+                    .map(|d| Summary::of(&d)),
                 (None, None) => None,
             };
             let (Some(summary), Ok(version)) = (summary, parse_version(&r.version)) else {
@@ -361,16 +377,21 @@ impl Worker {
             .map(|b| (b, offer.trust.clone())))
     }
 
-    /// Validates `bytes` like `marketplace validate` and stores them for `org`.
+    /// Validates `bytes` like `marketplace validate` (and `extras`, a companion
+    /// document, like a publisher's) and stores them for `org`.
     pub async fn sideload(
         &self,
         org: &str,
         bytes: &[u8],
+        extras: Option<&[u8]>,
         token_id: &str,
         on_conflict: OnConflict,
     ) -> Result<(Definition, Added), SideloadError> {
         check_org(org)?;
-        let def = Definition::parse(bytes)?;
+        let mut def = Definition::parse(bytes)?;
+        if let Some(extras) = extras {
+            def = def.with_companion(crate::definition::Extras::parse_document(extras)?)?;
+        }
         self.sideload_definition(org, def, token_id, on_conflict)
             .await
     }
@@ -410,11 +431,25 @@ impl Worker {
                 });
             }
         }
+        let not_installable = base
+            .plugins
+            .values()
+            .flat_map(|p| p.versions.values().map(move |o| (p, o)))
+            .filter_map(|(p, o)| {
+                Some(NotInstallable {
+                    name: p.name.clone(),
+                    version: o.version.to_string(),
+                    trust: o.trust.clone(),
+                    fields: o.summary.not_installable.clone()?,
+                })
+            })
+            .collect();
         Ok(Status {
             sources,
             builtins: self.builtins.len(),
             plugins: base.plugins.len(),
             clashes: base.clashes.len(),
+            not_installable,
         })
     }
 }

@@ -225,18 +225,24 @@ pub fn publisher_delegation(
     })
 }
 
-/// A definition as a TUF target, with what a client needs without downloading the file.
+/// A definition as a TUF target, with what a client needs without downloading the file,
+/// and the marketplace's own metadata about it (`extras`), which only this signature
+/// covers: the definition's bytes are exactly Fundament's schema.
+///
+/// For a new target the server requires these keys of `custom`, where present, to be
+/// exactly this (see [`super::verify::check_publish`]), so what a client reads here
+/// agrees with the file.
 pub fn target(def: &Definition, yanked: bool) -> Target {
-    let req = def.approval();
+    let approval = def.approval();
     let custom = serde_json::json!({
         "name": def.name(),
         "version": def.version_text(),
-        "requirements": {
-            "internetAccess": req.internet_access,
-            "privileged": req.privileged,
-            "kubeSystemDeployment": req.kube_system_deployment,
-            "capabilities": req.capabilities,
+        "approval": {
+            "internetAccess": approval.internet_access,
+            "kubeSystemDeployment": approval.kube_system_deployment,
+            "privileged": approval.privileged,
         },
+        "extras": def.extras,
         "image": def.image.to_string(),
         "yanked": yanked,
     });
@@ -251,24 +257,45 @@ pub fn target(def: &Definition, yanked: bool) -> Target {
     }
 }
 
+/// The extras a target's `custom` carries for `plugin`: empty for a target signed
+/// before extras existed; an error naming the field when they are malformed.
+pub fn target_extras(t: &Target, plugin: &str) -> Result<crate::definition::Extras, String> {
+    match t.custom.get("extras") {
+        None => Ok(Default::default()),
+        Some(v) => crate::definition::Extras::from_custom(v, plugin),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn custom_summary_counts_declared_capabilities() {
+    fn custom_summary_counts_declared_capabilities_and_carries_extras() {
         // Fundament-style: internet access is declared only as a capability.
         let def = Definition::parse(include_bytes!("../../tests/common/fundament-style.yaml"))
-            .expect("valid definition");
-        let custom = serde_json::to_value(&target(&def, false).custom).unwrap();
+            .expect("valid definition")
+            .with_extras(crate::definition::Extras {
+                dependencies: vec!["cert-manager".into()],
+                ..Default::default()
+            })
+            .unwrap();
+        let t = target(&def, false);
+        let custom = serde_json::to_value(&t.custom).unwrap();
         assert_eq!(
-            custom["requirements"],
+            custom["approval"],
             serde_json::json!({
                 "internetAccess": true, "privileged": false, "kubeSystemDeployment": false,
-                "capabilities": []
+            })
+        );
+        assert_eq!(
+            custom["extras"],
+            serde_json::json!({
+                "dependencies": ["cert-manager"], "suggestedPlugins": [], "clusterCapabilities": [],
             })
         );
         assert_eq!(custom["name"], "webhook-relay");
         assert_eq!(custom["yanked"], false);
+        assert_eq!(target_extras(&t, "webhook-relay").unwrap(), def.extras);
     }
 }

@@ -12,7 +12,7 @@ use tough::schema::{Delegations, Signed, Target, Targets};
 
 use super::bins::BinsError;
 use super::envelope::{self, EnvelopeError};
-use super::metadata::target_name;
+use super::metadata::{target, target_extras, target_name};
 use crate::clock::human_duration;
 use crate::definition::Definition;
 
@@ -99,6 +99,10 @@ pub enum PublishError {
     NothingYanked,
     #[error("uploaded definition bytes do not match target {target} (length or sha256 differ)")]
     BytesMismatch { target: String },
+    #[error(
+        "target {target}: {reason}; the marketplace's keys of `custom` must be what it derives from the definition and its companion document (sign with `marketplace publish`)"
+    )]
+    Custom { target: String, reason: String },
     #[error("role {role} must expire in the future, in whole seconds")]
     Expiry { role: String },
     #[error("publishers may not delegate further")]
@@ -119,13 +123,16 @@ fn timestamp(secs: i64) -> String {
 /// A publisher's targets, whichever roles list them.
 pub type TargetMap = HashMap<TargetName, Target>;
 
-/// A publish changes no published target and adds exactly `defs`, byte for byte.
+/// A publish changes no published target and adds exactly `defs`, byte for byte; the
+/// keys of each new target's `custom` that [`target`] derives agree with it. Returns
+/// `defs` with the extras their targets carry (`custom.extras`, signed by the
+/// publisher).
 pub fn check_publish(
     publisher: &str,
     old: &TargetMap,
     new: &TargetMap,
-    defs: &[Definition],
-) -> Result<(), PublishError> {
+    defs: Vec<Definition>,
+) -> Result<Vec<Definition>, PublishError> {
     for (name, t) in old {
         match new.get(name) {
             Some(n) if n == t => {}
@@ -146,17 +153,40 @@ pub fn check_publish(
             added: added.into_iter().map(str::to_owned).collect(),
         });
     }
-    for def in defs {
-        let name = target_name(publisher, def);
-        let t = &new[&TargetName::new(name.as_str()).expect("a listed name")];
-        if t.length != def.bytes.len() as u64
-            || t.hashes.sha256.as_ref()
-                != hex::decode(def.hash.trim_start_matches("sha256:")).unwrap_or_default()
-        {
-            return Err(PublishError::BytesMismatch { target: name });
-        }
-    }
-    Ok(())
+    defs.into_iter()
+        .map(|def| {
+            let name = target_name(publisher, &def);
+            let t = &new[&TargetName::new(name.as_str()).expect("a listed name")];
+            if t.length != def.bytes.len() as u64
+                || t.hashes.sha256.as_ref()
+                    != hex::decode(def.hash.trim_start_matches("sha256:")).unwrap_or_default()
+            {
+                return Err(PublishError::BytesMismatch { target: name });
+            }
+            let custom = |reason: String| PublishError::Custom {
+                target: name.clone(),
+                reason,
+            };
+            let extras = target_extras(t, def.name()).map_err(custom)?;
+            let def = def.with_extras(extras).map_err(|e| custom(e.to_string()))?;
+            // What the marketplace says in `custom` must agree with the file; a target
+            // signed with other TUF tooling may leave it out (then no extras), and may
+            // carry keys of the publisher's own, which no one here reads.
+            let derived = target(&def, is_yanked(t));
+            let mut keys: Vec<&String> = derived.custom.keys().collect();
+            keys.sort();
+            if let Some(key) = keys.into_iter().find(|k| {
+                t.custom
+                    .get(*k)
+                    .is_some_and(|v| Some(v) != derived.custom.get(*k))
+            }) {
+                return Err(custom(format!(
+                    "custom.{key} is not what the definition says"
+                )));
+            }
+            Ok(def)
+        })
+        .collect()
 }
 
 /// A re-sign keeps every target exactly as it is.

@@ -225,11 +225,12 @@ pub struct VersionRow {
     pub yanked: bool,
     pub latest: bool,
     pub raw_url: String,
+    /// Why Fundament cannot install this version; empty when it can.
+    pub not_installable: String,
 }
 
 pub struct MajorView {
     pub major: u64,
-    pub namespace: String,
     pub versions: Vec<VersionRow>,
 }
 
@@ -238,13 +239,15 @@ pub struct MenuRow {
     pub label: String,
     pub list: bool,
     pub detail: bool,
-    pub edit: bool,
 }
 
 #[derive(Template)]
 #[template(path = "plugin.html")]
 pub struct PluginPage {
     pub suspended: bool,
+    /// Why Fundament cannot install the latest version (fields of the older design);
+    /// empty when it can.
+    pub not_installable: String,
     pub publisher: String,
     pub publisher_url: String,
     pub name: String,
@@ -298,6 +301,7 @@ impl PluginPage {
         .collect();
         PluginPage {
             suspended: d.suspended,
+            not_installable: d.latest.not_installable.clone().unwrap_or_default(),
             publisher_url: format!(
                 "/?{}",
                 serde_urlencoded::to_string([("publisher", &d.publisher)]).unwrap_or_default()
@@ -314,7 +318,7 @@ impl PluginPage {
             urls,
             tags: def.tags().map(str::to_owned).collect(),
             requirements: requirement_rows(&d.requirements),
-            cluster_capabilities: d.requirements.capabilities.clone(),
+            cluster_capabilities: d.cluster_capabilities.clone(),
             permission_capabilities: spec
                 .permissions
                 .capabilities
@@ -400,7 +404,6 @@ impl From<&MenuEntry> for MenuRow {
             label: e.label.clone().unwrap_or_default(),
             list: e.list,
             detail: e.detail,
-            edit: e.edit,
         }
     }
 }
@@ -422,7 +425,6 @@ impl From<&Access> for AccessRow {
 fn major_view(d: &PluginDetail, g: &MajorGroup) -> MajorView {
     MajorView {
         major: g.major,
-        namespace: g.namespace.clone(),
         versions: g
             .versions
             .iter()
@@ -438,6 +440,7 @@ fn major_view(d: &PluginDetail, g: &MajorGroup) -> MajorView {
                 yanked: v.yanked,
                 latest: v.version == d.latest.version,
                 raw_url: definition_url(d, &v.version),
+                not_installable: v.not_installable.clone().unwrap_or_default(),
             })
             .collect(),
     }

@@ -199,3 +199,77 @@ pub async fn trusted_root(url: &str) -> Vec<u8> {
     assert_eq!(resp.status(), 200, "the server has a root");
     resp.bytes().await.expect("body").to_vec()
 }
+
+/// The independent referee (`tests/schema_referee.py`: PyYAML and `jsonschema`, in the
+/// virtualenv `.ci/run` creates) run with `args`; its JSON report.
+pub fn referee(args: &[&std::ffi::OsStr]) -> serde_json::Value {
+    let out = Command::new(python())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/schema_referee.py"
+        ))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the schema referee failed (is jsonschema installed? run `bash .ci/run`): {}",
+        output_text(&out)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `schema/NAME`, the JSON Schemas the referee checks against.
+pub fn schema(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("schema")
+        .join(name)
+}
+
+/// Fundament's own definitions, the test data `../shared/fundament-definitions/` holds
+/// (read in place, never copied into the project); `FUNDAMENT_DEFINITIONS` names the
+/// folder elsewhere.
+pub fn fundament_definitions() -> Vec<PathBuf> {
+    let dir = std::env::var_os("FUNDAMENT_DEFINITIONS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fundament-definitions")
+        });
+    let files = yaml_files(&dir);
+    assert!(
+        !files.is_empty(),
+        "Fundament's definitions are needed for this test: no *.yaml in {} (set FUNDAMENT_DEFINITIONS)",
+        dir.display()
+    );
+    files
+}
+
+/// The `*.yaml` files of `dir`, sorted; companion documents (`*.extras.yaml`) too.
+pub fn yaml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// `tests/fixtures/definitions/KIND/`: `valid`, `refused` or `legacy`.
+pub fn fixtures(kind: &str) -> Vec<PathBuf> {
+    let files = yaml_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/definitions")
+            .join(kind),
+    );
+    assert!(!files.is_empty(), "no fixtures in {kind}");
+    files
+}
+
+/// Whether `path` is a companion document (`NAME.extras.yaml`), not a definition.
+pub fn is_companion(path: &Path) -> bool {
+    path.to_string_lossy().ends_with(".extras.yaml")
+}

@@ -108,7 +108,22 @@ pub fn with_image(def: &Definition, image: &str) -> Definition {
     Definition::parse(yaml.as_bytes()).expect("valid definition")
 }
 
+/// The built-in `from` renamed and re-versioned, with the built-in's extras (its
+/// companion document), which a publish signs beside it.
 pub fn definition(from: &str, name: &str, version: &str) -> Definition {
+    let extras = marketplace::catalog::builtin::definitions()
+        .expect("built-ins load")
+        .into_iter()
+        .find(|d| d.name() == from)
+        .map(|d| d.extras)
+        .unwrap_or_default();
+    definition_bytes(from, name, version)
+        .with_extras(extras)
+        .expect("the built-in's extras suit the renamed plugin")
+}
+
+/// [`definition`] without the extras: only the definition's bytes.
+pub fn definition_bytes(from: &str, name: &str, version: &str) -> Definition {
     let yaml = builtin_yaml(from);
     let mut out = String::new();
     let (mut named, mut versioned) = (false, false);

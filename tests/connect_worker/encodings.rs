@@ -39,7 +39,7 @@ async fn binary_and_json_encodings_agree_and_errors_use_connects_body() {
 
     let request = pb::GetPluginDefinitionRequest {
         plugin_name: "cert-manager".into(),
-        plugin_version: "v1.19.3".into(),
+        plugin_version: "v1.19.4".into(),
         ..Default::default()
     };
     let (status, ct, body) = post(
@@ -69,7 +69,7 @@ async fn binary_and_json_encodings_agree_and_errors_use_connects_body() {
         "acme",
         "GetPluginDefinition",
         "application/json",
-        br#"{"pluginName":"cert-manager","pluginVersion":"v1.19.3"}"#.to_vec(),
+        br#"{"pluginName":"cert-manager","pluginVersion":"v1.19.4"}"#.to_vec(),
         None,
     )
     .await;

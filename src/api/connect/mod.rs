@@ -47,7 +47,43 @@ pub fn to_connect(e: HttpError) -> ConnectError {
         StatusCode::GATEWAY_TIMEOUT | StatusCode::REQUEST_TIMEOUT => ErrorCode::DeadlineExceeded,
         _ => ErrorCode::Internal,
     };
-    ConnectError::new(code, e.message)
+    let detail = e.details.as_ref().and_then(field_violations);
+    let error = ConnectError::new(code, e.message);
+    match detail {
+        Some(detail) => error.with_detail(detail),
+        None => error,
+    }
+}
+
+/// A refused definition's problems (`details.problems` on the JSON surfaces) as the
+/// standard `google.rpc.BadRequest` detail, each field with its line:column and reason,
+/// so a Connect client shows what is wrong without reparsing the message; `debug`
+/// carries the same list as JSON for clients that do not know the type.
+fn field_violations(details: &serde_json::Value) -> Option<connectrpc::ErrorDetail> {
+    use crate::proto::google::rpc::{BadRequest, bad_request::FieldViolation};
+    let problems = details.get("problems")?.as_array()?;
+    let violations = problems
+        .iter()
+        .map(|p| {
+            let text = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or_default();
+            let at = match (p.get("line"), p.get("column")) {
+                (Some(l), Some(c)) => format!("{l}:{c}: "),
+                _ => String::new(),
+            };
+            FieldViolation {
+                field: text("path").to_owned(),
+                description: format!("{at}{}", text("message")),
+                ..Default::default()
+            }
+        })
+        .collect();
+    let message = BadRequest {
+        field_violations: violations,
+        ..Default::default()
+    };
+    let mut detail = connectrpc::ErrorDetail::from_message("google.rpc.BadRequest", &message);
+    detail.debug = Some(serde_json::json!({ "problems": problems }));
+    Some(detail)
 }
 
 /// How the surface's limits (body size, timeout) draw their refusals: Connect's body,

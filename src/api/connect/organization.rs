@@ -3,7 +3,9 @@
 //! makes the worker its definition source.
 //!
 //! Everything comes from the same merged view and precedence rules as the JSON local
-//! API (`sync::Worker::view`). Access:
+//! API (`sync::Worker::view`), less what Fundament cannot install: a version published
+//! in the older definition design is left out (the JSON API and `/status` list it with
+//! the reason), and a plugin with no other version is not listed. Access:
 //! - `GetPluginDefinition` is what Fundament's plugin controller calls, without a token.
 //!   `fundament.anonymousDefinitions` in `sync.yaml` says what it returns to an anonymous
 //!   caller (`offered`, the default: anything the organization is offered; `public`:
@@ -14,14 +16,16 @@
 //!
 //! Layering: HTTP only; everything else is `sync::Worker`.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::extract::{Path, Request, State};
-use axum::http::{Uri, header};
+use axum::http::{StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use connectrpc::{ConnectError, ConnectRpcService, RequestContext, ServiceRequest, ServiceResult};
 
 use super::{definition, short, to_connect};
+use crate::api::error::{ErrorCode, HttpError};
 use crate::api::worker::{authorize, version_param};
 use crate::definition::{Definition, MAX_DEFINITION_BYTES, is_dns_label};
 use crate::ids;
@@ -98,11 +102,12 @@ impl OrgPlugins {
             .map_err(|e| to_connect(e.into()))
     }
 
-    /// The plugin `plugin_id` names in `view`.
-    fn find<'v>(view: &'v OrgView, plugin_id: &str) -> Result<&'v Plugin, ConnectError> {
+    /// The plugin `plugin_id` names in `view`, as Fundament is offered it.
+    fn find<'v>(view: &'v OrgView, plugin_id: &str) -> Result<Cow<'v, Plugin>, ConnectError> {
         let id = ids::parse("plugin_id", plugin_id).map_err(ConnectError::invalid_argument)?;
         view.plugins()
             .find(|p| ids::org_plugin(&p.name) == id)
+            .and_then(installable)
             .ok_or_else(|| {
                 ConnectError::not_found(format!(
                     "no plugin {id} is offered to organization {}",
@@ -110,6 +115,28 @@ impl OrgPlugins {
                 ))
             })
     }
+}
+
+/// `p` with only the versions Fundament can install; `None` when it has none.
+fn installable(p: &Plugin) -> Option<Cow<'_, Plugin>> {
+    let ok = |o: &Offer| o.summary.not_installable.is_none();
+    if p.versions.values().all(ok) {
+        return Some(Cow::Borrowed(p));
+    }
+    let versions: std::collections::BTreeMap<_, _> = p
+        .versions
+        .iter()
+        .filter(|(_, o)| ok(o))
+        .map(|(v, o)| (v.clone(), o.clone()))
+        .collect();
+    (!versions.is_empty()).then(|| {
+        Cow::Owned(Plugin {
+            name: p.name.clone(),
+            publisher: p.publisher.clone(),
+            origin: p.origin,
+            versions,
+        })
+    })
 }
 
 /// The version a listing pins: the newest installable one, if any.
@@ -180,7 +207,11 @@ impl pb::PluginService for OrgPlugins {
     ) -> ServiceResult<pb::ListPluginsResponse> {
         let view = self.read(&ctx).await?;
         connectrpc::Response::ok(pb::ListPluginsResponse {
-            plugins: view.plugins().map(summary).collect(),
+            plugins: view
+                .plugins()
+                .filter_map(installable)
+                .map(|p| summary(&p))
+                .collect(),
             ..Default::default()
         })
     }
@@ -191,7 +222,7 @@ impl pb::PluginService for OrgPlugins {
         request: ServiceRequest<'_, pb::GetPluginDetailRequest>,
     ) -> ServiceResult<pb::GetPluginDetailResponse> {
         let view = self.read(&ctx).await?;
-        let p = Self::find(&view, request.plugin_id)?;
+        let p = &*Self::find(&view, request.plugin_id)?;
         let s = summary(p);
         // Author and links are not in the view's summaries: read the shown definition.
         let def = match shown(p) {
@@ -276,7 +307,7 @@ impl pb::PluginService for OrgPlugins {
                 let plugin_ids: Vec<String> = preset
                     .plugins
                     .iter()
-                    .filter(|name| view.plugin(name).is_some())
+                    .filter(|name| view.plugin(name).and_then(installable).is_some())
                     .map(|name| ids::org_plugin(name))
                     .collect();
                 (!plugin_ids.is_empty()).then(|| pb::Preset {
@@ -301,6 +332,7 @@ impl pb::PluginService for OrgPlugins {
     ) -> ServiceResult<pb::ListPluginDefinitionsResponse> {
         let view = self.read(&ctx).await?;
         let p = Self::find(&view, request.plugin_id)?;
+        let p = &*p;
         connectrpc::Response::ok(pb::ListPluginDefinitionsResponse {
             definitions: p
                 .versions
@@ -334,8 +366,16 @@ impl pb::PluginService for OrgPlugins {
                 "manifest: larger than {MAX_DEFINITION_BYTES} bytes"
             )));
         }
-        let def = Definition::parse(request.manifest)
-            .map_err(|e| ConnectError::invalid_argument(format!("manifest: {e}")))?;
+        let def = Definition::parse(request.manifest).map_err(|e| {
+            to_connect(
+                HttpError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    ErrorCode::InvalidDefinition,
+                    format!("manifest: {e}"),
+                )
+                .with_details(serde_json::json!({ "problems": e.problems })),
+            )
+        })?;
         let plugin_id = ids::org_plugin(def.name());
         if !request.plugin_id.is_empty() && request.plugin_id != plugin_id {
             return Err(ConnectError::invalid_argument(format!(
@@ -402,17 +442,33 @@ impl pb::PluginService for OrgPlugins {
         }
         let version =
             version_param("plugin_version", request.plugin_version).map_err(to_connect)?;
+        let not_offered = || {
+            ConnectError::not_found(format!(
+                "plugin {name} {} is not offered to organization {org}",
+                request.plugin_version
+            ))
+        };
+        let view = self
+            .worker
+            .view(org)
+            .await
+            .map_err(|e| to_connect(e.into()))?;
+        let offer = view
+            .plugin(name)
+            .and_then(|p| p.versions.get(&version))
+            .ok_or_else(not_offered)?;
+        if let Some(fields) = &offer.summary.not_installable {
+            return Err(ConnectError::not_found(format!(
+                "plugin {name} {} is published in the marketplace's older definition design, which Fundament cannot install ({fields}); it is not offered through this contract",
+                request.plugin_version
+            )));
+        }
         let (bytes, trust) = self
             .worker
-            .definition(org, name, &version)
+            .offer_bytes(org, name, offer)
             .await
             .map_err(|e| to_connect(e.into()))?
-            .ok_or_else(|| {
-                ConnectError::not_found(format!(
-                    "plugin {name} {} is not offered to organization {org}",
-                    request.plugin_version
-                ))
-            })?;
+            .ok_or_else(not_offered)?;
         if anonymous
             && mode == AnonymousDefinitions::Public
             && matches!(trust, Trust::Sideloaded { .. })
@@ -431,8 +487,8 @@ impl pb::PluginService for OrgPlugins {
     }
 }
 
-/// Stored definitions were validated on the way in; one that no longer parses is our
-/// fault, not the caller's.
+/// Stored definitions were validated on the way in (and only installable ones reach
+/// here); one that no longer parses is our fault, not the caller's.
 fn parsed(bytes: &[u8]) -> Result<Definition, ConnectError> {
     Definition::parse(bytes).map_err(|e| {
         tracing::error!(error = %e, "a stored definition no longer validates");

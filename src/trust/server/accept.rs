@@ -283,7 +283,7 @@ pub async fn accept(
         .await?
         .ok_or(AcceptError::NotInitialized)?;
     let (_, verified) = verify_upload(store, &state, &who, upload, now, &signer.lifetimes).await?;
-    check_publish(publisher, &verified.old, &verified.new, &defs)?;
+    let defs = check_publish(publisher, &verified.old, &verified.new, defs)?;
     let (files, snapshot_version) =
         signed_files(&signer.keys, &state, &who, &verified.roles, now).await?;
     store

@@ -135,7 +135,7 @@ impl Repo {
         let adding = defs.iter().map(|d| (d, false)).collect();
         let upload = self.build(&Change::Add(adding), &[&self.key], limits).await;
         let v = self.verify(&upload).expect("a well-formed publish");
-        check_publish("acme", &v.old, &v.new, defs).expect("adds exactly the definitions");
+        check_publish("acme", &v.old, &v.new, defs.to_vec()).expect("adds exactly the definitions");
         v
     }
 
@@ -179,10 +179,10 @@ async fn flat_publishes_and_each_bad_upload() {
         )
         .await;
     let v = repo.verify(&good).unwrap();
-    assert!(check_publish("acme", &v.old, &v.new, &d[1..2]).is_ok());
+    assert!(check_publish("acme", &v.old, &v.new, d[1..2].to_vec()).is_ok());
     // Bytes that do not match: the role adds d[1], the upload says d[2].
     assert!(matches!(
-        check_publish("acme", &v.old, &v.new, &d[2..3]),
+        check_publish("acme", &v.old, &v.new, d[2..3].to_vec()),
         Err(PublishError::WrongTargets { .. })
     ));
 
