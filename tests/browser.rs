@@ -174,6 +174,103 @@ fn pages_render_in_a_real_browser() {
     }
 }
 
+#[test]
+fn the_plugin_page_fits_its_window_whatever_its_install_box_says() {
+    // A first start without internet: every built-in's image fails to mirror, and the
+    // Install box quotes the whole `repo:sha256:<64 hex>` reference, an unbreakable
+    // word. ghcr.io's images are pulled from a closed loopback port, so the test stays
+    // on loopback and the failure comes at once.
+    let dir = tempfile::tempdir().unwrap();
+    let upstreams = dir.path().join("upstreams.yaml");
+    std::fs::write(
+        &upstreams,
+        "otherHosts: skip\nupstreams:\n  - host: 127.0.0.1:9\n    insecure: true\n  - host: ghcr.io\n    endpoint: 127.0.0.1:9\n",
+    )
+    .unwrap();
+    let browser = chromium();
+    let server = Server::start_with(
+        &[("MARKETPLACE_MIRROR", "on")],
+        &["--upstreams", upstreams.to_str().unwrap()],
+    );
+    let page = server.url("/plugins/fundament/cert-manager");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let dom = loop {
+        let dom = browser.dump_dom(&page);
+        if dom.contains("mirror-failed") {
+            break dom;
+        }
+        assert!(Instant::now() < deadline, "the mirror never failed:\n{dom}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(dom.contains("Mirror failed: 127.0.0.1:9/fundament-oss/plugins/cert-manager"));
+
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("target dir")
+        .join("screenshots");
+    std::fs::create_dir_all(&dir).expect("create target/screenshots");
+    for (name, size) in [
+        ("plugin-mirror-failed-desktop", (1280, 1600)),
+        ("plugin-mirror-failed-mobile", (390, 2400)),
+    ] {
+        let file = dir.join(format!("{name}.png"));
+        let _ = std::fs::remove_file(&file);
+        browser.screenshot(&page, &file, size);
+        let shot = Screenshot::read(&file);
+        assert_eq!((shot.width, shot.height), size, "{}", file.display());
+        // Nothing is painted in the page's right margin below the site header (which
+        // spans the window, two lines tall on a phone): content wider than the window
+        // would be, cut off where the scrollbar is hidden.
+        let (width, height) = size;
+        let margin = if width >= 1280 { 24 } else { 8 };
+        let below_header = (0..200)
+            .find(|&y| shot.pixel(width - 1, y) == [255, 255, 255])
+            .expect("the site header ends within 200 pixels");
+        for y in below_header..height {
+            for x in width - margin..width {
+                assert_eq!(
+                    shot.pixel(x, y),
+                    [255, 255, 255],
+                    "{} paints at ({x}, {y}), in the right margin: something is wider than the window",
+                    file.display()
+                );
+            }
+        }
+        eprintln!("screenshot: {}", file.display());
+    }
+}
+
+/// A screenshot, decoded to 8-bit RGB(A).
+struct Screenshot {
+    width: u32,
+    height: u32,
+    channels: usize,
+    pixels: Vec<u8>,
+}
+
+impl Screenshot {
+    fn read(file: &Path) -> Screenshot {
+        let mut decoder = png::Decoder::new(std::io::BufReader::new(
+            std::fs::File::open(file).expect("screenshot written"),
+        ));
+        decoder.set_transformations(png::Transformations::normalize_to_color8());
+        let mut reader = decoder.read_info().expect("a PNG");
+        let mut pixels = vec![0; reader.output_buffer_size().expect("a sane size")];
+        let info = reader.next_frame(&mut pixels).expect("one frame");
+        Screenshot {
+            width: info.width,
+            height: info.height,
+            channels: info.color_type.samples(),
+            pixels,
+        }
+    }
+
+    fn pixel(&self, x: u32, y: u32) -> [u8; 3] {
+        let at = (y as usize * self.width as usize + x as usize) * self.channels;
+        [self.pixels[at], self.pixels[at + 1], self.pixels[at + 2]]
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The server under test
 
@@ -186,14 +283,19 @@ struct Server {
 
 impl Server {
     fn start() -> Server {
+        // The built-ins pin images on the internet: tests stay on loopback, so the
+        // mirror is off unless a test turns it on with its own upstreams.
+        Server::start_with(&[("MARKETPLACE_MIRROR", "off")], &[])
+    }
+
+    fn start_with(env: &[(&str, &str)], args: &[&str]) -> Server {
         let data = tempfile::tempdir().expect("temp data dir");
         let mut child = Command::new(env!("CARGO_BIN_EXE_marketplace"))
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data.path())
+            .args(args)
             .env("MARKETPLACE_LOG", "warn")
-            // The built-ins pin images on the internet: tests stay on loopback, so the
-            // mirror is off unless a test turns it on with its own upstreams.
-            .env("MARKETPLACE_MIRROR", "off")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -232,8 +232,14 @@ impl From<AcceptError> for HttpError {
             ),
             A::UnknownPublisher(_) | A::NothingPublished(_) => HttpError::not_found(message),
             A::Suspended(_) => HttpError::new(StatusCode::FORBIDDEN, ErrorCode::Suspended, message),
-            A::Invalid(_) | A::InvalidInBatch(..) => {
-                HttpError::unprocessable(ErrorCode::InvalidDefinition, message)
+            // Every problem with its field and line, as `validate` and the sideload API
+            // give them, so the publisher's tool can show them all.
+            A::Invalid(invalid) => HttpError::unprocessable(ErrorCode::InvalidDefinition, message)
+                .with_details(serde_json::json!({ "problems": invalid.problems })),
+            A::InvalidInBatch(n, invalid) => {
+                HttpError::unprocessable(ErrorCode::InvalidDefinition, message).with_details(
+                    serde_json::json!({ "definition": n, "problems": invalid.problems }),
+                )
             }
             A::Conflict => HttpError::new(StatusCode::CONFLICT, ErrorCode::Stale, message),
             A::Refused(e) => e.into(),
