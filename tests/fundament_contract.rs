@@ -15,15 +15,23 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use buffa::Message;
 use common::publishing::{Client, setup_with};
-use common::worker::{Api, Source, sync_once, token, write_config};
-use common::{
-    Server, buf, fixtures, fundament_definitions, output_text as out, referee, schema, trusted_root,
-};
+use common::worker::{Api, install_order, synced_from, token, write_config};
+use common::{Server, buf, fixture, fixtures, fundament_definitions, referee, schema};
 use marketplace::definition::Definition;
 use marketplace::store::Store;
 use serde_json::{Value, json};
 
 const SERVICE: &str = "organization.v1.PluginService";
+
+/// A worker with no sources (the built-ins alone), serving its API, with a token for
+/// organization `acme`.
+fn worker_alone() -> (tempfile::TempDir, Api, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &[]);
+    let acme = token(&config, Some("acme"));
+    let api = Api::start(&config, false);
+    (dir, api, acme)
+}
 
 fn method_url(api: &Api, org: &str, method: &str) -> String {
     format!("{}/orgs/{org}/{SERVICE}/{method}", api.url)
@@ -61,10 +69,7 @@ fn get_definition(api: &Api, org: &str, name: &str, version: &str) -> buf::Call 
 
 #[tokio::test]
 async fn every_definition_offered_to_fundament_reads_back_field_for_field() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &[]);
-    let acme = token(&config, Some("acme"));
-    let api = Api::start(&config, false);
+    let (dir, api, acme) = worker_alone();
 
     // The built-ins (organization `builtins` has nothing else), and into `acme` every
     // valid fixture and Fundament's own definitions, sideloaded with Fundament's call.
@@ -136,17 +141,8 @@ async fn every_definition_offered_to_fundament_reads_back_field_for_field() {
 
 #[tokio::test]
 async fn a_refused_sideload_names_every_wrong_field_in_both_apis() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &[]);
-    let acme = token(&config, Some("acme"));
-    let api = Api::start(&config, false);
-    let legacy = std::fs::read(
-        fixtures("legacy")
-            .into_iter()
-            .find(|f| f.ends_with("external-dns.yaml"))
-            .unwrap(),
-    )
-    .unwrap();
+    let (_dir, api, acme) = worker_alone();
+    let legacy = std::fs::read(fixture("legacy", "external-dns.yaml")).unwrap();
     let fields = [
         "spec.requirements.internetAccess",
         "spec.suggestedPlugins",
@@ -226,17 +222,8 @@ async fn a_refused_sideload_names_every_wrong_field_in_both_apis() {
 
 #[tokio::test]
 async fn a_sideload_carries_its_companion_into_views_and_install_plans() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &[]);
-    let acme = token(&config, Some("acme"));
-    let api = Api::start(&config, false);
-    let definition = std::fs::read_to_string(
-        fixtures("valid")
-            .into_iter()
-            .find(|f| f.ends_with("webhook-relay.yaml"))
-            .unwrap(),
-    )
-    .unwrap();
+    let (_dir, api, acme) = worker_alone();
+    let definition = std::fs::read_to_string(fixture("valid", "webhook-relay.yaml")).unwrap();
     let extras = "apiVersion: marketplace.fundament.io/v1\nkind: PluginExtras\nplugin: webhook-relay\ndependencies: [cert-manager]\nsuggestedPlugins: [observability]\nclusterCapabilities: [loadBalancer]\n";
     let post = |body: Value| {
         let http = api.http.clone();
@@ -286,22 +273,14 @@ async fn a_sideload_carries_its_companion_into_views_and_install_plans() {
         .get("/orgs/acme/install-plan?plugins=webhook-relay", Some(&acme))
         .await;
     assert_eq!(status, 200, "{plan}");
-    let steps: Vec<(&str, &str)> = plan["order"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            (
-                s["name"].as_str().unwrap(),
-                s["namespace"].as_str().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        steps,
+        install_order(&plan),
         [
-            ("cert-manager", "plugin-cert-manager"),
-            ("webhook-relay", "plugin-webhook-relay")
+            ("cert-manager".to_owned(), "plugin-cert-manager".to_owned()),
+            (
+                "webhook-relay".to_owned(),
+                "plugin-webhook-relay".to_owned()
+            )
         ]
     );
     assert_eq!(
@@ -320,15 +299,9 @@ async fn versions_of_the_older_design_are_left_out_of_fundaments_contract_with_t
     // whose only version is of the older design, and one with a version of each. Their
     // rows look as migration 0008 left them: no extras, installability unknown.
     let legacy = |name: &str, renamed: &str| {
-        let file = fixtures("legacy")
-            .into_iter()
-            .find(|f| f.ends_with(format!("{name}.yaml")))
-            .unwrap();
-        let text = std::fs::read_to_string(file).unwrap().replacen(
-            &format!("name: {name}"),
-            &format!("name: {renamed}"),
-            1,
-        );
+        let text = std::fs::read_to_string(fixture("legacy", &format!("{name}.yaml")))
+            .unwrap()
+            .replacen(&format!("name: {name}"), &format!("name: {renamed}"), 1);
         Definition::parse_published(text.as_bytes()).unwrap()
     };
     {
@@ -416,19 +389,7 @@ async fn versions_of_the_older_design_are_left_out_of_fundaments_contract_with_t
     );
 
     // The worker syncs them, and offers Fundament only what it can install.
-    let root = dir.path().join("root.json");
-    std::fs::write(&root, trusted_root(&server.url).await).unwrap();
-    let config = write_config(
-        dir.path(),
-        &[Source {
-            name: "m",
-            url: &server.url,
-            root: &root,
-            priority: 1,
-        }],
-    );
-    let o = sync_once(&config);
-    assert!(o.status.success(), "{}", out(&o));
+    let config = synced_from(dir.path(), &server.url).await;
     let acme = token(&config, Some("acme"));
     let api = Api::start(&config, false);
 

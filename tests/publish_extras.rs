@@ -10,8 +10,8 @@ use std::path::Path;
 use std::process::Command;
 
 use common::publishing::{Client, setup_with, signed_role};
-use common::worker::{Api, Source, sync_once, token, write_config};
-use common::{Server, output_text as out, trusted_root};
+use common::worker::{Api, install_order, synced_from, token};
+use common::{Server, output_text as out};
 use marketplace::definition::{Definition, Extras, definition_hash};
 use marketplace::trust::SigningKey;
 use serde_json::{Value, json};
@@ -149,39 +149,19 @@ async fn a_definition_with_dependencies_is_published_with_its_companion_and_plan
     );
 
     // A worker reads them from the signed index, and plans the dependency first.
-    let root = dir.path().join("root.json");
-    std::fs::write(&root, trusted_root(&server.url).await).unwrap();
-    let config = write_config(
-        dir.path(),
-        &[Source {
-            name: "m",
-            url: &server.url,
-            root: &root,
-            priority: 1,
-        }],
-    );
-    let o = sync_once(&config);
-    assert!(o.status.success(), "{}", out(&o));
+    let config = synced_from(dir.path(), &server.url).await;
     let acme = token(&config, Some("acme"));
     let api = Api::start(&config, false);
     let (status, plan) = api
         .get("/orgs/acme/install-plan?plugins=app", Some(&acme))
         .await;
     assert_eq!(status, 200, "{plan}");
-    let order: Vec<(&str, &str)> = plan["order"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            (
-                s["name"].as_str().unwrap(),
-                s["namespace"].as_str().unwrap(),
-            )
-        })
-        .collect();
     assert_eq!(
-        order,
-        [("storage", "plugin-storage"), ("app", "plugin-app")]
+        install_order(&plan),
+        [
+            ("storage".to_owned(), "plugin-storage".to_owned()),
+            ("app".to_owned(), "plugin-app".to_owned())
+        ]
     );
     assert_eq!(
         plan["order"][1]["approve"],
@@ -246,14 +226,9 @@ async fn a_definition_of_the_older_design_is_refused_with_every_field_named() {
     let m = setup_with(&dir.path().join("m"), &[]);
     let server = Server::start(&m.data);
     let c = Client::new(&server.url);
-    let old = std::fs::read_to_string(
-        common::fixtures("legacy")
-            .into_iter()
-            .find(|f| f.ends_with("postgres-operator.yaml"))
-            .unwrap(),
-    )
-    .unwrap()
-    .replacen("name: postgres-operator", "name: db", 1);
+    let old = std::fs::read_to_string(common::fixture("legacy", "postgres-operator.yaml"))
+        .unwrap()
+        .replacen("name: postgres-operator", "name: db", 1);
     std::fs::write(dir.path().join("db.yaml"), &old).unwrap();
 
     // The CLI refuses before anything is signed, each field with its line.
@@ -310,43 +285,22 @@ async fn image_edits_that_cannot_be_made_are_refused_before_signing() {
     let key = SigningKey::generate().unwrap();
     // No server is needed: these are refused before anything is fetched.
     let url = "http://127.0.0.1:9";
-    let o = publish(
-        dir.path(),
-        url,
-        "mkt_x",
-        &key,
-        &["app.yaml", "--image", "ghcr.io/acme/app:v1"],
-    );
-    assert!(!o.status.success());
-    assert!(
-        out(&o).contains("--image image `ghcr.io/acme/app:v1` is not pinned by digest"),
-        "{}",
-        out(&o)
-    );
-    let o = publish(
-        dir.path(),
-        url,
-        "mkt_x",
-        &key,
-        &["app.yaml", "two.yaml", "--image", IMAGE],
-    );
-    assert!(!o.status.success());
-    assert!(
-        out(&o).contains("--image sets the image of one definition"),
-        "{}",
-        out(&o)
-    );
-    let o = publish(
-        dir.path(),
-        url,
-        "mkt_x",
-        &key,
-        &["app.yaml", "--image", IMAGE, "--extras", "two.yaml"],
-    );
-    assert!(!o.status.success());
-    assert!(
-        out(&o).contains("invalid companion document(s)"),
-        "{}",
-        out(&o)
-    );
+    for (args, refusal) in [
+        (
+            &["app.yaml", "--image", "ghcr.io/acme/app:v1"][..],
+            "--image image `ghcr.io/acme/app:v1` is not pinned by digest",
+        ),
+        (
+            &["app.yaml", "two.yaml", "--image", IMAGE],
+            "--image sets the image of one definition",
+        ),
+        (
+            &["app.yaml", "--image", IMAGE, "--extras", "two.yaml"],
+            "invalid companion document(s)",
+        ),
+    ] {
+        let o = publish(dir.path(), url, "mkt_x", &key, args);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(out(&o).contains(refusal), "{args:?}: {}", out(&o));
+    }
 }

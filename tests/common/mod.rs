@@ -273,3 +273,11 @@ pub fn fixtures(kind: &str) -> Vec<PathBuf> {
 pub fn is_companion(path: &Path) -> bool {
     path.to_string_lossy().ends_with(".extras.yaml")
 }
+
+/// The fixture `tests/fixtures/definitions/KIND/NAME`.
+pub fn fixture(kind: &str, name: &str) -> PathBuf {
+    fixtures(kind)
+        .into_iter()
+        .find(|f| f.ends_with(name))
+        .unwrap_or_else(|| panic!("no fixture {kind}/{name}"))
+}

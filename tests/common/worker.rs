@@ -146,3 +146,37 @@ impl Drop for Api {
         let _ = self.child.wait();
     }
 }
+
+/// `DIR/sync.yaml` with one source `m` at `url` (its root fetched from it), after one
+/// good round (`sync --once`).
+pub async fn synced_from(dir: &Path, url: &str) -> PathBuf {
+    let root = dir.join("root.json");
+    std::fs::write(&root, super::trusted_root(url).await).unwrap();
+    let config = write_config(
+        dir,
+        &[Source {
+            name: "m",
+            url,
+            root: &root,
+            priority: 1,
+        }],
+    );
+    let o = sync_once(&config);
+    assert!(o.status.success(), "{}", super::output_text(&o));
+    config
+}
+
+/// An install plan's order as (name, namespace) pairs.
+pub fn install_order(plan: &serde_json::Value) -> Vec<(String, String)> {
+    plan["order"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no order in {plan}"))
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_owned(),
+                s["namespace"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
