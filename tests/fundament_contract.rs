@@ -255,6 +255,20 @@ async fn a_sideload_carries_its_companion_into_views_and_install_plans() {
     );
     let (status, body) = post(json!({"definition": definition, "extras": extras})).await;
     assert_eq!(status, 201, "{body}");
+    // The same again changes nothing; the same bytes with other extras are another
+    // version's worth of change, refused like other bytes.
+    let (status, body) = post(json!({"definition": definition, "extras": extras})).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post(json!({
+        "definition": definition,
+        "extras": extras.replace("[cert-manager]", "[gateway]"),
+    }))
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("version_exists")),
+        "{body}"
+    );
 
     let (status, view) = api
         .get("/orgs/acme/plugins/webhook-relay", Some(&acme))

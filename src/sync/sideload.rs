@@ -120,8 +120,9 @@ pub fn check_org(org: &str) -> Result<(), SideloadError> {
 }
 
 impl SyncStore {
-    /// Stores a validated definition for `org`; the same bytes again change nothing, and
-    /// other bytes for a stored version are refused unless `on_conflict` replaces them.
+    /// Stores a validated definition for `org`; the same bytes and extras again change
+    /// nothing, and other bytes or extras for a stored version are refused unless
+    /// `on_conflict` replaces them.
     pub async fn add_sideload(
         &self,
         org: &str,
@@ -133,8 +134,10 @@ impl SyncStore {
         check_org(org)?;
         let version = def.version.to_string();
         let mut tx = self.pool.begin().await?;
-        let existing: Option<String> = sqlx::query_scalar(
-            "SELECT hash FROM sideloads WHERE org = ? AND name = ? AND version = ?",
+        // A version's content is its bytes and the extras beside them: either changed
+        // is another version's worth of change.
+        let existing: Option<(String, String)> = sqlx::query_as(
+            "SELECT hash, extras FROM sideloads WHERE org = ? AND name = ? AND version = ?",
         )
         .bind(org)
         .bind(def.name())
@@ -142,7 +145,9 @@ impl SyncStore {
         .fetch_optional(&mut *tx)
         .await?;
         match existing {
-            Some(hash) if hash == def.hash => return Ok(Added::Unchanged),
+            Some((hash, extras)) if hash == def.hash && extras == extras_json(def) => {
+                return Ok(Added::Unchanged);
+            }
             Some(_) if on_conflict == OnConflict::Replace => {
                 sqlx::query(
                     "UPDATE sideloads SET hash = ?, summary = ?, definition = ?, extras = ?, created_at = ?,
