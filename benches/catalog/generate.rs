@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use marketplace::definition::Definition;
+use marketplace::definition::{Definition, Extras};
 use marketplace::store::Store;
 
 use crate::BoxError;
@@ -233,12 +233,20 @@ pub(crate) async fn seed(db_path: &Path, plugins: usize) -> Result<Seeded, BoxEr
         for version in versions {
             let t = Instant::now();
             let yaml = plugin_yaml(&base, version, &mut rng);
-            let def = Definition::parse(yaml.as_bytes()).map_err(|e| {
-                format!(
-                    "generated definition for {} {version} is invalid: {e}\n{yaml}",
-                    base.name
-                )
-            })?;
+            // Suggestions travel beside the definition, as a publisher's companion
+            // document puts them in the signed target.
+            let extras = Extras {
+                suggested_plugins: base.suggested.iter().cloned().collect(),
+                ..Default::default()
+            };
+            let def = Definition::parse(yaml.as_bytes())
+                .and_then(|d| d.with_extras(extras))
+                .map_err(|e| {
+                    format!(
+                        "generated definition for {} {version} is invalid: {e}\n{yaml}",
+                        base.name
+                    )
+                })?;
             parse += t.elapsed();
 
             let t = Instant::now();
@@ -315,7 +323,8 @@ impl PluginBase {
     }
 }
 
-/// A complete, valid definition in the style of catalog/cert-manager.yaml.
+/// A complete, valid definition in the style of catalog/cert-manager.yaml (Fundament's
+/// schema: what an admin approves is in `permissions.capabilities`).
 pub(crate) fn plugin_yaml(p: &PluginBase, version: &str, rng: &mut Rng) -> String {
     let mut y = String::with_capacity(2048);
     let name = &p.name;
@@ -345,8 +354,16 @@ pub(crate) fn plugin_yaml(p: &PluginBase, version: &str, rng: &mut Rng) -> Strin
     let _ = writeln!(y, "  tags: [{}]", p.tags.join(", "));
 
     y.push_str("spec:\n  permissions:\n");
-    if p.internet {
-        y.push_str("    capabilities: [internet_access]\n");
+    let needs: Vec<&str> = [
+        (p.internet, "internet_access"),
+        (p.kube_system, "kube_system_deployment"),
+        (p.privileged, "privileged"),
+    ]
+    .into_iter()
+    .filter_map(|(needed, capability)| needed.then_some(capability))
+    .collect();
+    if !needs.is_empty() {
+        let _ = writeln!(y, "    capabilities: [{}]", needs.join(", "));
     }
     y.push_str("    rbac:\n");
     for &r in &p.rules {
@@ -355,18 +372,11 @@ pub(crate) fn plugin_yaml(p: &PluginBase, version: &str, rng: &mut Rng) -> Strin
         let _ = writeln!(y, "        resources: {resources}");
         let _ = writeln!(y, "        verbs: {verbs}");
     }
-    y.push_str("  requirements:\n");
-    let _ = writeln!(y, "    internetAccess: {}", p.internet);
-    let _ = writeln!(y, "    kubeSystemDeployment: {}", p.kube_system);
-    let _ = writeln!(y, "    privileged: {}", p.privileged);
-    if let Some(s) = &p.suggested {
-        let _ = writeln!(y, "  suggestedPlugins: [{s}]");
-    }
     if p.has_crd {
         let crd = format!("widgets.{name}.bench.io");
         y.push_str("  menu:\n    project:\n");
         let _ = writeln!(y, "      - crd: {crd}");
-        y.push_str("        list: true\n        detail: true\n        edit: true\n        label: Widgets\n");
+        y.push_str("        list: true\n        detail: true\n        label: Widgets\n");
         let _ = writeln!(y, "  crds:\n    - {crd}");
     }
     let _ = writeln!(y, "  image: ghcr.io/bench/{name}@sha256:{}", rng.hex64());
