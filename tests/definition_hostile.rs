@@ -12,7 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{FUNDAMENT_STYLE, assert_human};
+use common::{FUNDAMENT_STYLE, assert_human, is_companion};
 
 use marketplace::definition::{Definition, MAX_DEFINITION_BYTES, Problem, definition_hash};
 use sha2::{Digest, Sha256};
@@ -776,11 +776,6 @@ fn every_catalog_definition_parses() {
         parsed >= 8,
         "expected the 8 built-in definitions, parsed {parsed}"
     );
-}
-
-/// `NAME.extras.yaml`: a built-in's companion document, not a definition.
-fn is_companion(path: &std::path::Path) -> bool {
-    path.to_string_lossy().ends_with(".extras.yaml")
 }
 
 const REAL_WORLD: &str = r#"# A definition using the YAML features authors actually write.

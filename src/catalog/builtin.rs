@@ -5,7 +5,7 @@
 
 use rust_embed::RustEmbed;
 
-use crate::definition::{Definition, Extras, InvalidDefinition};
+use crate::definition::{Definition, EXTRAS_FILE_SUFFIX, Extras, InvalidDefinition};
 use crate::store::{Inserted, Store, StoreError};
 
 use crate::definition::BUILTIN_PUBLISHER;
@@ -28,9 +28,6 @@ pub enum BuiltinError {
     Orphan { file: String, stem: String },
 }
 
-/// The suffix of a built-in's companion document: `NAME.extras.yaml` beside `NAME.yaml`.
-pub const EXTRAS_SUFFIX: &str = ".extras.yaml";
-
 /// Every embedded definition with its companion document, parsed and checked; file
 /// names must match plugin names so the folder cannot hold two files for one plugin.
 pub fn definitions() -> Result<Vec<Definition>, BuiltinError> {
@@ -38,9 +35,9 @@ pub fn definitions() -> Result<Vec<Definition>, BuiltinError> {
         .filter(|f| f.ends_with(".yaml") || f.ends_with(".yml"))
         .collect();
     files.sort();
-    let is_extras = |f: &str| f.ends_with(EXTRAS_SUFFIX);
+    let is_extras = |f: &str| f.ends_with(EXTRAS_FILE_SUFFIX);
     for file in files.iter().filter(|f| is_extras(f)) {
-        let stem = file.trim_end_matches(EXTRAS_SUFFIX);
+        let stem = file.trim_end_matches(EXTRAS_FILE_SUFFIX);
         if Embedded::get(&format!("{stem}.yaml")).is_none() {
             return Err(BuiltinError::Orphan {
                 file: file.to_string(),
@@ -65,7 +62,7 @@ pub fn definitions() -> Result<Vec<Definition>, BuiltinError> {
                     name: def.name().to_owned(),
                 });
             }
-            let extras_file = format!("{stem}{EXTRAS_SUFFIX}");
+            let extras_file = format!("{stem}{EXTRAS_FILE_SUFFIX}");
             if let Some(extras) = Embedded::get(&extras_file) {
                 def = Extras::parse_document(&extras.data)
                     .and_then(|doc| def.with_companion(doc))

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use crate::definition::{Definition, Extras, MAX_DEFINITION_BYTES, Problem};
+use crate::definition::{Definition, EXTRAS_FILE_SUFFIX, Extras, MAX_DEFINITION_BYTES, Problem};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
@@ -126,9 +126,7 @@ fn collect(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 /// `NAME.yaml`), if it is one.
 fn companion_of(path: &Path) -> Option<PathBuf> {
     let name = path.file_name()?.to_str()?;
-    let stem = name
-        .strip_suffix(".extras.yaml")
-        .or_else(|| name.strip_suffix(".extras.yml"))?;
+    let stem = name.strip_suffix(EXTRAS_FILE_SUFFIX)?;
     Some(path.with_file_name(format!("{stem}.yaml")))
 }
 

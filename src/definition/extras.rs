@@ -18,6 +18,10 @@ use super::{InvalidDefinition, Located, Position, Problem};
 pub const EXTRAS_API_VERSION: &str = "marketplace.fundament.io/v1";
 pub const EXTRAS_KIND: &str = "PluginExtras";
 
+/// How a companion document's file is named beside its definition's `NAME.yaml`:
+/// `NAME.extras.yaml` (the built-in catalog, `marketplace validate`).
+pub const EXTRAS_FILE_SUFFIX: &str = ".extras.yaml";
+
 /// A companion document is a few lines; this is far more than any needs.
 pub const MAX_EXTRAS_BYTES: usize = 64 * 1024;
 // The YAML parser's own budgets are sized for definitions, which are larger.

@@ -24,7 +24,9 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 pub use approval::{APPROVAL_CAPABILITIES, Approval, Need};
-pub use extras::{EXTRAS_API_VERSION, EXTRAS_KIND, Extras, ExtrasDocument, MAX_EXTRAS_BYTES};
+pub use extras::{
+    EXTRAS_API_VERSION, EXTRAS_FILE_SUFFIX, EXTRAS_KIND, Extras, ExtrasDocument, MAX_EXTRAS_BYTES,
+};
 pub use image::{ImageRef, ImageRefError};
 pub use legacy::LegacyField;
 pub use model::*;

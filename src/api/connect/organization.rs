@@ -331,8 +331,7 @@ impl pb::PluginService for OrgPlugins {
         request: ServiceRequest<'_, pb::ListPluginDefinitionsRequest>,
     ) -> ServiceResult<pb::ListPluginDefinitionsResponse> {
         let view = self.read(&ctx).await?;
-        let p = Self::find(&view, request.plugin_id)?;
-        let p = &*p;
+        let p = &*Self::find(&view, request.plugin_id)?;
         connectrpc::Response::ok(pb::ListPluginDefinitionsResponse {
             definitions: p
                 .versions
