@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::Server;
 use common::oci::{self, Upstream};
-use common::publishing::{Client, definition, setup_with, with_image};
+use common::publishing::{Client, definition, mirror_cli, setup_with, until_status, with_image};
 
 /// A plain-HTTP `docker-registry` under `dir` holding a two-platform image (layers of
 /// `layer_bytes`) as `acme/tool:v1`; the layout, the index and its digest.
@@ -231,51 +231,6 @@ async fn a_published_image_is_mirrored_and_pulled_back_with_the_upstream_gone() 
 }
 
 /// `marketplace mirror ...` on `data`: exit status and stdout.
-fn mirror_cli(data: &Path, args: &[&str]) -> (bool, String) {
-    let mut all = vec!["mirror", "--data-dir", data.to_str().unwrap()];
-    all.extend_from_slice(args);
-    let o = common::publishing::marketplace(&all);
-    (
-        o.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        ),
-    )
-}
-
-/// Waits until `mirror status` shows `image` with `status`, and returns its entry.
-async fn until_status(data: &Path, image: &str, status: &str) -> serde_json::Value {
-    let started = Instant::now();
-    loop {
-        let (ok, out) = mirror_cli(data, &["status", "--json"]);
-        assert!(ok, "{out}");
-        let all: serde_json::Value = serde_json::from_str(&out).unwrap();
-        let found = all["images"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|i| {
-                format!(
-                    "{}/{}@{}",
-                    i["host"].as_str().unwrap(),
-                    i["repository"].as_str().unwrap(),
-                    i["digest"].as_str().unwrap()
-                ) == image
-            })
-            .cloned();
-        if let Some(entry) = found.filter(|e| e["status"] == status) {
-            return entry;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "{image} never {status}: {out}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 #[tokio::test]
 async fn over_tls_with_credentials_a_missing_image_fails_clearly_and_arrives_on_retry() {
     let dir = tempfile::tempdir().unwrap();
@@ -675,20 +630,27 @@ async fn a_publishers_cosign_key_decides_which_images_are_served() {
         "{page}"
     );
 
+    // The public text says which keys did not vouch for the image; why each signature
+    // failed quotes what the upstream served, so only the operator's detail has it.
     let refused = until_status(&m.data, &image(1), "failed").await;
     let error = refused["lastError"].as_str().unwrap();
     assert!(
-        error.contains("does not verify with any registered key"),
+        error.contains("no cosign signature verifies with"),
         "{error}"
+    );
+    let detail = refused["lastErrorDetail"].as_str().unwrap();
+    assert!(
+        detail.contains("does not verify with any registered key"),
+        "{detail}"
     );
     let unsigned = until_status(&m.data, &image(2), "failed").await;
     let error = unsigned["lastError"].as_str().unwrap();
     assert!(error.contains("no cosign signature"), "{error}");
     let tampered = until_status(&m.data, &image(3), "failed").await;
-    let error = tampered["lastError"].as_str().unwrap();
+    let detail = tampered["lastErrorDetail"].as_str().unwrap();
     assert!(
-        error.contains("does not verify with any registered key"),
-        "{error}"
+        detail.contains("does not verify with any registered key"),
+        "{detail}"
     );
     for (repo, digest) in &digests[1..] {
         let r = reqwest::get(format!(

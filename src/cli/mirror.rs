@@ -54,6 +54,8 @@ enum MirrorCommand {
         /// Images mirrored at once.
         #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
         jobs: u16,
+        #[command(flatten)]
+        deadlines: DeadlineArgs,
     },
     /// Remove blobs no mirrored image records. Dry run unless `--delete`.
     Gc {
@@ -65,6 +67,51 @@ enum MirrorCommand {
         #[arg(long, default_value = "24h", value_parser = super::repo::parse_duration)]
         min_age: std::time::Duration,
     },
+}
+
+/// How long mirror transfers may take; shared by `serve` and `mirror run`.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub(super) struct DeadlineArgs {
+    /// The slowest transfer accepted, per second (`100KiB`, `2MiB`, or bytes): a
+    /// blob's deadline is `--mirror-grace` plus its declared size at this rate, after
+    /// which its job fails with `timed out` and frees its slot.
+    #[arg(long, env = "MARKETPLACE_MIRROR_MIN_RATE", default_value = "256KiB", value_parser = parse_rate)]
+    mirror_min_rate: u64,
+    /// Added to every transfer's deadline (connecting, tokens, the first byte); a
+    /// manifest or token must arrive within it plus 4 MiB at the minimum rate.
+    #[arg(long, env = "MARKETPLACE_MIRROR_GRACE", default_value = "30s", value_parser = super::repo::parse_duration)]
+    mirror_grace: std::time::Duration,
+    /// The deadline of one image, every manifest and blob of it.
+    #[arg(long, env = "MARKETPLACE_MIRROR_JOB_TIMEOUT", default_value = "4h", value_parser = super::repo::parse_duration)]
+    mirror_job_timeout: std::time::Duration,
+}
+
+impl DeadlineArgs {
+    pub(super) fn deadlines(&self) -> crate::mirror::Deadlines {
+        crate::mirror::Deadlines {
+            min_rate: self.mirror_min_rate,
+            grace: self.mirror_grace,
+            job: self.mirror_job_timeout,
+        }
+    }
+}
+
+/// `100KiB`, `2MiB`, `1GiB` or a number of bytes: at least one byte.
+fn parse_rate(s: &str) -> Result<u64, String> {
+    let (number, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let bad = || format!("`{s}` is not a rate like 100KiB, 2MiB or 65536 (bytes per second)");
+    let n: u64 = number.parse().map_err(|_| bad())?;
+    let scale: u64 = match unit {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return Err(bad()),
+    };
+    match n.checked_mul(scale) {
+        Some(0) | None => Err(bad()),
+        Some(rate) => Ok(rate),
+    }
 }
 
 /// The blob store under `data_dir`, as `serve` and these commands open it.
@@ -104,8 +151,19 @@ pub fn run(args: MirrorArgs) -> anyhow::Result<bool> {
                 true
             }
             MirrorCommand::Verify { repair } => verify(&store, &*blobs, repair).await?,
-            MirrorCommand::Run { upstreams, jobs } => {
-                run_now(&store, blobs.clone(), upstreams.as_deref(), jobs).await?
+            MirrorCommand::Run {
+                upstreams,
+                jobs,
+                deadlines,
+            } => {
+                run_now(
+                    &store,
+                    blobs.clone(),
+                    upstreams.as_deref(),
+                    jobs,
+                    deadlines.deadlines(),
+                )
+                .await?
             }
             MirrorCommand::Gc { delete, min_age } => gc(&store, &*blobs, delete, min_age).await?,
         };
@@ -128,7 +186,10 @@ async fn status(store: &Store, json: bool) -> anyhow::Result<bool> {
                 "attempt {} failed, next in {}: {}",
                 i.attempts,
                 crate::clock::human_duration((i.next_attempt_at.unwrap_or(now) - now).max(0)),
-                i.last_error.as_deref().unwrap_or("")
+                i.last_error_detail
+                    .as_deref()
+                    .or(i.last_error.as_deref())
+                    .unwrap_or("")
             ),
             _ => String::new(),
         };
@@ -247,11 +308,13 @@ async fn run_now(
     blobs: Arc<dyn BlobStore>,
     upstreams: Option<&std::path::Path>,
     jobs: u16,
+    deadlines: crate::mirror::Deadlines,
 ) -> anyhow::Result<bool> {
     let upstreams = load_upstreams(upstreams)?;
     store.enqueue_unlinked_images(crate::clock::now()).await?;
     let settings = crate::mirror::Settings {
         jobs: usize::from(jobs),
+        deadlines,
         ..Default::default()
     };
     let mirror = crate::mirror::Mirror::new(store.clone(), blobs, upstreams, settings);
@@ -291,7 +354,10 @@ async fn run_now(
                 i.host,
                 i.repository,
                 i.digest,
-                i.last_error.as_deref().unwrap_or("")
+                i.last_error_detail
+                    .as_deref()
+                    .or(i.last_error.as_deref())
+                    .unwrap_or("")
             );
         }
     }

@@ -63,6 +63,8 @@ pub struct ServeArgs {
     /// that died) before another takes it over.
     #[arg(long, env = "MARKETPLACE_MIRROR_LEASE", default_value = "5m", value_parser = super::repo::parse_duration)]
     mirror_lease: std::time::Duration,
+    #[command(flatten)]
+    mirror_deadlines: super::mirror::DeadlineArgs,
     /// Restrict `/v2/` to clients with a token: a file of tokens, one per line (blank
     /// lines and `#` comments ignored). Pulls are anonymous without it.
     #[arg(long, env = "MARKETPLACE_REGISTRY_TOKEN_FILE")]
@@ -229,6 +231,7 @@ async fn open_registry(
     let settings = crate::mirror::Settings {
         jobs: usize::from(args.mirror_jobs),
         lease: args.mirror_lease.max(std::time::Duration::from_secs(3)),
+        deadlines: args.mirror_deadlines.deadlines(),
         ..Default::default()
     };
     let mirror = crate::mirror::Mirror::new(store.clone(), blobs, upstreams, settings);

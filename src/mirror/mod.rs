@@ -1,7 +1,8 @@
 //! The image mirror: a background task of `serve` that works through the mirror jobs a
 //! publish enqueues (one per pinned image, kept in the database, so they survive
-//! restarts), pulls each image from its upstream with `oci-client` into the blob store
-//! and records what it consists of, after which `/v2/` serves it.
+//! restarts), pulls each image from its upstream (`client`, under the rules of
+//! `egress`) into the blob store and records what it consists of, after which `/v2/`
+//! serves it.
 //!
 //! A job is leased while it runs and the lease renewed; a worker that dies (SIGKILL,
 //! power loss) leaves a lease that runs out, and the next worker takes the job again.
@@ -9,9 +10,16 @@
 //! one stopped, blob by blob. A failed job waits (30 s doubling up to an hour, with
 //! jitter) before the next attempt; `marketplace mirror retry` makes it due at once.
 //!
+//! A failure is recorded twice: in our words for pages and the public API
+//! ([`MirrorError::public`]), and in full for the operator (`mirror status`, logs),
+//! where upstream text is cut and escaped. Every blob has a deadline from its size and
+//! a minimum rate, and every job one of its own ([`Deadlines`]).
+//!
 //! Layering: calls `store`, `blob`, `registry` (the manifest model); knows nothing of
 //! HTTP serving.
 
+pub mod client;
+pub mod egress;
 mod pull;
 pub mod signature;
 pub mod upstreams;
@@ -20,30 +28,112 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use oci_client::secrets::RegistryAuth;
-
 use crate::blob::{BlobError, BlobStore};
 use crate::registry::ManifestError;
 use crate::store::{MirrorJob, Store, StoreError};
+use client::FetchError;
 pub use upstreams::{OtherHosts, Upstream, Upstreams, UpstreamsError};
 
+/// A failed mirror job. `what` names the image (the host, repository and digest a
+/// definition pins: public already). `Display` is the operator's account, which may
+/// quote the upstream (cut and escaped); [`MirrorError::public`] is what pages and the
+/// public API show, in our words only.
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorError {
     #[error("{what}: not found upstream")]
     NotFound { what: String },
-    #[error("{what}: {message}")]
-    Upstream { what: String, message: String },
+    #[error("{what}: {error}")]
+    Fetch { what: String, error: FetchError },
     #[error("{what}: {error}")]
     Manifest { what: String, error: ManifestError },
     #[error("{what}: {error}")]
     Blob { what: String, error: BlobError },
+    /// `detail` is in our words (sizes, digests), never the upstream's.
     #[error("{what}: {detail}")]
     Invalid { what: String, detail: String },
     /// The publisher registered cosign keys and no signature by one vouches for the image.
     #[error("{what}: {detail}")]
-    Signature { what: String, detail: String },
+    Signature {
+        what: String,
+        public: String,
+        detail: String,
+    },
+    #[error("{what}: timed out after {:.1} s ({reason})", .after.as_secs_f64())]
+    Timeout {
+        what: String,
+        after: Duration,
+        reason: &'static str,
+    },
+    #[error("{host}: cannot configure a client: {message}")]
+    Config { host: String, message: String },
     #[error("{0}")]
     Store(#[from] StoreError),
+}
+
+impl MirrorError {
+    /// What failed, for anyone to read: our words, no upstream text.
+    pub fn public(&self) -> String {
+        match self {
+            MirrorError::NotFound { .. } | MirrorError::Invalid { .. } => self.to_string(),
+            MirrorError::Fetch { what, error } => format!("{what}: {}", error.public()),
+            MirrorError::Manifest { what, error } => match error {
+                ManifestError::TooLarge { .. } => format!("{what}: manifest too large"),
+                _ => format!("{what}: the upstream's manifest is not valid"),
+            },
+            MirrorError::Blob { what, error } => match error {
+                BlobError::DigestMismatch { .. } => {
+                    format!("{what}: the upstream sent other bytes than the digest names")
+                }
+                BlobError::TooLarge { .. } | BlobError::SizeMismatch { .. } => {
+                    format!("{what}: the upstream sent another size than the manifest lists")
+                }
+                BlobError::Source(_) => format!("{what}: the transfer from the upstream failed"),
+                BlobError::Storage { .. } | BlobError::BadRange { .. } => {
+                    format!("{what}: could not be stored")
+                }
+            },
+            MirrorError::Signature { what, public, .. } => format!("{what}: {public}"),
+            MirrorError::Timeout { what, .. } => format!("{what}: timed out"),
+            MirrorError::Config { host, .. } => format!("{host}: the upstream is misconfigured"),
+            MirrorError::Store(_) => "the mirror's database failed".into(),
+        }
+    }
+}
+
+/// How long transfers may take. A blob's deadline grows with its declared size, so a
+/// large layer over a slow link still arrives while a trickling upstream cannot hold
+/// a slot for ever; the job as a whole has its own.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadlines {
+    /// The slowest transfer accepted, bytes per second.
+    pub min_rate: u64,
+    /// Added to every deadline: connecting, tokens, a registry's first byte.
+    pub grace: Duration,
+    /// One image, every piece of it.
+    pub job: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            // 2 Mbit/s: a 1 GiB layer gets 68 minutes.
+            min_rate: 256 * 1024,
+            grace: Duration::from_secs(30),
+            job: Duration::from_secs(4 * 3600),
+        }
+    }
+}
+
+impl Deadlines {
+    /// A blob of `size` bytes: the grace plus the size at the minimum rate.
+    pub fn blob(&self, size: u64) -> Duration {
+        self.grace + Duration::from_secs_f64(size as f64 / self.min_rate.max(1) as f64)
+    }
+
+    /// A manifest, index or token: read whole, at most the manifest cap.
+    pub fn request(&self) -> Duration {
+        self.blob(crate::registry::manifest::MAX_MANIFEST_BYTES)
+    }
 }
 
 /// How hard the mirror works.
@@ -57,6 +147,7 @@ pub struct Settings {
     pub lease: Duration,
     /// How often the queue is looked at when idle.
     pub poll: Duration,
+    pub deadlines: Deadlines,
 }
 
 impl Default for Settings {
@@ -66,6 +157,7 @@ impl Default for Settings {
             parallel_blobs: 4,
             lease: Duration::from_secs(300),
             poll: Duration::from_secs(2),
+            deadlines: Deadlines::default(),
         }
     }
 }
@@ -82,8 +174,10 @@ pub struct Mirror {
     blobs: Arc<dyn BlobStore>,
     upstreams: Upstreams,
     settings: Settings,
+    /// The hosts the operator named, which alone may be on non-public addresses.
+    named: Arc<egress::Named>,
     /// One client per upstream host: it keeps that host's connections and tokens.
-    clients: Mutex<HashMap<String, oci_client::Client>>,
+    clients: Mutex<HashMap<String, Arc<client::Client>>>,
     /// Jobs claimed and not yet finished, given back on shutdown.
     held: Mutex<std::collections::HashSet<i64>>,
     /// Blob bytes received since this mirror was made.
@@ -100,6 +194,7 @@ impl Mirror {
         Mirror {
             store,
             blobs,
+            named: Arc::new(upstreams.named()),
             upstreams,
             settings,
             clients: Mutex::new(HashMap::new()),
@@ -216,7 +311,18 @@ impl Mirror {
         let started = std::time::Instant::now();
         let image = format!("{}/{}@{}", job.host, job.repository, job.digest);
         tracing::info!(%image, attempt = job.attempts + 1, "mirroring");
-        let work = self.pull(job);
+        let deadline = self.settings.deadlines.job;
+        let work = async {
+            tokio::time::timeout(deadline, self.pull(job))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(MirrorError::Timeout {
+                        what: image.clone(),
+                        after: deadline,
+                        reason: "the job's deadline",
+                    })
+                })
+        };
         let renew = async {
             let every = self.settings.lease / 3;
             loop {
@@ -256,9 +362,10 @@ impl Mirror {
             Err(MirrorError::Store(e)) => Err(e),
             Err(e) => {
                 let next = now + backoff(job.attempts);
-                tracing::warn!(%image, error = %e, next_attempt_in = next - now, "mirror failed");
+                let detail = e.to_string();
+                tracing::warn!(%image, error = %detail, next_attempt_in = next - now, "mirror failed");
                 self.store
-                    .record_mirror_failure(job.id, &e.to_string(), next, now)
+                    .record_mirror_failure(job.id, &e.public(), &detail, next, now)
                     .await?;
                 Ok(false)
             }
@@ -272,13 +379,13 @@ impl Mirror {
             .cloned()
             .unwrap_or_else(|| Upstream::default_for(&job.host));
         let client = self.client(&upstream)?;
-        let auth: RegistryAuth = upstream.auth();
         // Keys were checked when registered; one that no longer parses counts as absent
         // from the policy but is reported, so the image is not served unverified by it.
         let mut keys = Vec::new();
         for (id, pem) in self.store.cosign_keys_for_image(job.id).await? {
             let key = signature::CosignKey::parse(&pem).map_err(|why| MirrorError::Signature {
                 what: format!("cosign key {id}"),
+                public: why.clone(),
                 detail: why,
             })?;
             keys.push(key);
@@ -288,7 +395,7 @@ impl Mirror {
             keys: &keys,
             from: upstream.pull_from(),
             client: &client,
-            auth: &auth,
+            deadlines: self.settings.deadlines,
             blobs: &*self.blobs,
             job,
             parallel: self.settings.parallel_blobs,
@@ -297,7 +404,7 @@ impl Mirror {
         .await
     }
 
-    fn client(&self, upstream: &Upstream) -> Result<oci_client::Client, MirrorError> {
+    fn client(&self, upstream: &Upstream) -> Result<Arc<client::Client>, MirrorError> {
         let mut clients = self
             .clients
             .lock()
@@ -305,10 +412,13 @@ impl Mirror {
         if let Some(c) = clients.get(&upstream.host) {
             return Ok(c.clone());
         }
-        let client = upstream.client().map_err(|message| MirrorError::Upstream {
-            what: upstream.host.clone(),
-            message: format!("cannot configure a client: {message}"),
-        })?;
+        let client = upstream
+            .client(self.named.clone(), self.settings.deadlines.request())
+            .map_err(|message| MirrorError::Config {
+                host: upstream.host.clone(),
+                message,
+            })?;
+        let client = Arc::new(client);
         clients.insert(upstream.host.clone(), client.clone());
         Ok(client)
     }

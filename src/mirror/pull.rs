@@ -7,12 +7,10 @@
 use std::collections::BTreeMap;
 
 use futures_util::{StreamExt, TryStreamExt};
-use oci_client::Reference;
-use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::secrets::RegistryAuth;
 
-use super::MirrorError;
+use super::client::Client;
 use super::signature::{self, CosignKey, MAX_PAYLOAD_BYTES, SIGNATURE_ANNOTATION, SIMPLE_SIGNING};
+use super::{Deadlines, MirrorError};
 use crate::blob::{BlobStore, Digest, once};
 use crate::registry::Descriptor;
 use crate::registry::manifest::{ACCEPTED, MAX_MANIFEST_BYTES, Manifest};
@@ -30,8 +28,8 @@ pub(super) struct Pulled {
 pub(super) struct Puller<'a> {
     /// The registry pulled from: the job's host, or the endpoint configured for it.
     pub from: &'a str,
-    pub client: &'a oci_client::Client,
-    pub auth: &'a RegistryAuth,
+    pub client: &'a Client,
+    pub deadlines: Deadlines,
     pub blobs: &'a dyn BlobStore,
     pub job: &'a MirrorJob,
     /// Blob downloads in flight.
@@ -43,14 +41,6 @@ pub(super) struct Puller<'a> {
 }
 
 impl Puller<'_> {
-    fn reference(&self, digest: &str) -> Reference {
-        Reference::with_digest(
-            self.from.to_owned(),
-            self.job.repository.clone(),
-            digest.to_owned(),
-        )
-    }
-
     fn place(&self) -> String {
         format!("{}/{}", self.from, self.job.repository)
     }
@@ -62,7 +52,7 @@ impl Puller<'_> {
             detail: format!("the pinned digest: {e}"),
         })?;
         let top = self
-            .manifest(&self.reference(pinned.as_str()), Some(&pinned), None)
+            .manifest(pinned.as_str(), Some(&pinned), None)
             .await?
             .ok_or_else(|| MirrorError::NotFound {
                 what: format!("{}@{pinned}", self.place()),
@@ -80,12 +70,7 @@ impl Puller<'_> {
         // cosign's tags: `sha256-<hex>.sig` (signatures) and `.att` (attestations).
         for suffix in ["sig", "att"] {
             let tag = format!("sha256-{}.{suffix}", pinned.hex());
-            let reference = Reference::with_tag(
-                self.from.to_owned(),
-                self.job.repository.clone(),
-                tag.clone(),
-            );
-            if let Some((content, manifest)) = self.manifest(&reference, None, None).await? {
+            if let Some((content, manifest)) = self.manifest(&tag, None, None).await? {
                 out.tags.push((tag, content.digest.clone()));
                 out.content.push(content);
                 if suffix == "sig" {
@@ -151,21 +136,24 @@ impl Puller<'_> {
                 Err(why) => reasons.push(format!("{}: {why}", layer.digest)),
             }
         }
+        // The reasons quote payloads the upstream served: for the operator only.
+        let public = if reasons.is_empty() {
+            format!(
+                "no cosign signature (tag sha256-{}.sig); the publisher requires one by {}",
+                pinned.hex(),
+                ids.join(", ")
+            )
+        } else {
+            format!("no cosign signature verifies with {}", ids.join(", "))
+        };
         Err(MirrorError::Signature {
             what: what(),
             detail: if reasons.is_empty() {
-                format!(
-                    "no cosign signature (tag sha256-{}.sig); the publisher requires one by {}",
-                    pinned.hex(),
-                    ids.join(", ")
-                )
+                public.clone()
             } else {
-                format!(
-                    "no cosign signature verifies with {} ({})",
-                    ids.join(", "),
-                    reasons.join("; ")
-                )
+                format!("{public} ({})", reasons.join("; "))
             },
+            public,
         })
     }
 
@@ -181,7 +169,7 @@ impl Puller<'_> {
             });
         }
         let (content, manifest) = self
-            .manifest(&self.reference(d.digest.as_str()), Some(&d.digest), None)
+            .manifest(d.digest.as_str(), Some(&d.digest), None)
             .await?
             .ok_or_else(|| MirrorError::NotFound {
                 what: format!("{}@{} (listed by the index)", self.place(), d.digest),
@@ -195,30 +183,35 @@ impl Puller<'_> {
         Ok((content, manifest))
     }
 
-    /// A manifest by `reference`, stored byte for byte; `None` when the upstream has no
-    /// such manifest. `expected` is the digest it must hash to (by digest), `subject`
-    /// what it refers to (a referrer).
+    /// A manifest by `reference` (tag or digest), stored byte for byte; `None` when
+    /// the upstream has no such manifest. `expected` is the digest it must hash to (by
+    /// digest), `subject` what it refers to (a referrer). Read with our cap enforced
+    /// while reading: a larger answer is refused after at most that many bytes.
     async fn manifest(
         &self,
-        reference: &Reference,
+        reference: &str,
         expected: Option<&Digest>,
         subject: Option<(&Digest, &Descriptor)>,
     ) -> Result<Option<(Content, Manifest)>, MirrorError> {
-        let what = || {
-            format!(
-                "{}:{}",
-                self.place(),
-                reference.digest().or(reference.tag()).unwrap_or("")
-            )
-        };
+        let what = || format!("{}:{reference}", self.place());
         let bytes = match self
             .client
-            .pull_manifest_raw(reference, self.auth, &ACCEPTED)
+            .manifest(
+                &self.job.repository,
+                reference,
+                &ACCEPTED,
+                MAX_MANIFEST_BYTES,
+            )
             .await
         {
-            Ok((bytes, _)) => bytes,
-            Err(e) if not_found(&e) => return Ok(None),
-            Err(e) => return Err(upstream(what(), &e)),
+            Ok(Some((bytes, _))) => bytes,
+            Ok(None) => return Ok(None),
+            Err(error) => {
+                return Err(MirrorError::Fetch {
+                    what: what(),
+                    error,
+                });
+            }
         };
         let digest = Digest::of(&bytes);
         if let Some(expected) = expected.filter(|e| **e != digest) {
@@ -256,33 +249,63 @@ impl Puller<'_> {
         Ok(Some((content, manifest)))
     }
 
-    /// The referrers of `pinned` the upstream lists (through the referrers API, or the
-    /// tag schema oci-client falls back to). A registry without either lists none.
+    /// The referrers of `pinned` the upstream lists: through the referrers API, or
+    /// the tag schema (`sha256-<hex>`) when it has no such API. A registry with
+    /// neither lists none.
     async fn referrers(&self, pinned: &Digest) -> Result<Vec<(Content, Manifest)>, MirrorError> {
-        let index = match self
+        let what = || format!("{}@{pinned} referrers", self.place());
+        let fetched = self
             .client
-            .pull_referrers(&self.reference(pinned.as_str()), None)
+            .referrers(&self.job.repository, pinned.as_str(), MAX_MANIFEST_BYTES)
             .await
-        {
-            Ok(index) => index,
-            Err(e) if not_found(&e) || unsupported(&e) => return Ok(Vec::new()),
-            Err(e) => return Err(upstream(format!("{}@{pinned} referrers", self.place()), &e)),
+            .map_err(|error| MirrorError::Fetch {
+                what: what(),
+                error,
+            })?;
+        let index = match fetched {
+            Some(bytes) => bytes,
+            None => {
+                let tag = format!("sha256-{}", pinned.hex());
+                match self
+                    .client
+                    .manifest(
+                        &self.job.repository,
+                        &tag,
+                        &[crate::registry::manifest::OCI_INDEX],
+                        MAX_MANIFEST_BYTES,
+                    )
+                    .await
+                {
+                    Ok(Some((bytes, _))) => bytes,
+                    Ok(None) => return Ok(Vec::new()),
+                    // A registry that refuses the tag's shape has no referrers for us.
+                    Err(e) if matches!(e.status(), Some(400 | 405 | 501)) => {
+                        return Ok(Vec::new());
+                    }
+                    Err(error) => {
+                        return Err(MirrorError::Fetch {
+                            what: what(),
+                            error,
+                        });
+                    }
+                }
+            }
+        };
+        let listed = match Manifest::parse(&index, None) {
+            Ok(Manifest::Index { manifests, .. }) => manifests,
+            // Not an index (a tag of that name holding something else): nothing listed.
+            Ok(Manifest::Image { .. }) => return Ok(Vec::new()),
+            Err(error) => {
+                return Err(MirrorError::Manifest {
+                    what: what(),
+                    error,
+                });
+            }
         };
         let mut out = Vec::new();
-        for d in index.manifests {
-            // Re-read as our own descriptor type: a malformed entry is refused here.
-            let d: Descriptor = serde_json::to_value(&d)
-                .and_then(serde_json::from_value)
-                .map_err(|e| MirrorError::Invalid {
-                    what: format!("{}@{pinned} referrers", self.place()),
-                    detail: e.to_string(),
-                })?;
+        for d in listed {
             if let Some(found) = self
-                .manifest(
-                    &self.reference(d.digest.as_str()),
-                    Some(&d.digest),
-                    Some((pinned, &d)),
-                )
+                .manifest(d.digest.as_str(), Some(&d.digest), Some((pinned, &d)))
                 .await?
             {
                 out.push(found);
@@ -315,86 +338,55 @@ impl Puller<'_> {
         {
             return Ok(content);
         }
-        let reference = self.reference(d.digest.as_str());
-        let stream = self
-            .client
-            .pull_blob_stream(&reference, d.digest.as_str())
-            .await
-            .map_err(|e| {
-                if not_found(&e) {
-                    MirrorError::NotFound { what: what() }
-                } else {
-                    upstream(what(), &e)
-                }
-            })?;
-        if let Some(n) = stream.content_length.filter(|n| *n != d.size) {
-            return Err(MirrorError::Invalid {
-                what: what(),
-                detail: format!(
-                    "the upstream sends {n} bytes, the manifest lists {}",
-                    d.size
-                ),
-            });
+        // The deadline follows the declared size: a trickling upstream fails the job
+        // and frees its slot, where the per-read timeout alone would wait forever.
+        let deadline = self.deadlines.blob(d.size);
+        let transfer = async {
+            let response = self
+                .client
+                .blob(&self.job.repository, d.digest.as_str())
+                .await
+                .map_err(|error| MirrorError::Fetch {
+                    what: what(),
+                    error,
+                })?
+                .ok_or_else(|| MirrorError::NotFound { what: what() })?;
+            if let Some(n) = response.content_length().filter(|n| *n != d.size) {
+                return Err(MirrorError::Invalid {
+                    what: what(),
+                    detail: format!(
+                        "the upstream sends {n} bytes, the manifest lists {}",
+                        d.size
+                    ),
+                });
+            }
+            let received = self.received.clone();
+            let counted = response
+                .bytes_stream()
+                .map_err(|e| std::io::Error::other(super::client::chain(&e)))
+                .inspect_ok(move |chunk| {
+                    received.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                });
+            self.blobs
+                .put(&d.digest, Some(d.size), Box::pin(counted))
+                .await
+                .map_err(|error| MirrorError::Blob {
+                    what: what(),
+                    error,
+                })
+        };
+        // Dropping the transfer at its deadline drops the writer, which removes its
+        // temporary file.
+        match tokio::time::timeout(deadline, transfer).await {
+            Ok(done) => done.map(|_| ())?,
+            Err(_) => {
+                return Err(MirrorError::Timeout {
+                    what: what(),
+                    after: deadline,
+                    reason: "the blob's deadline, from its size and the minimum rate",
+                });
+            }
         }
-        let received = self.received.clone();
-        let counted = stream.stream.inspect_ok(move |chunk| {
-            received.fetch_add(chunk.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        });
-        self.blobs
-            .put(&d.digest, Some(d.size), Box::pin(counted))
-            .await
-            .map_err(|error| MirrorError::Blob {
-                what: what(),
-                error,
-            })?;
         Ok(content)
     }
-}
-
-fn not_found(e: &OciDistributionError) -> bool {
-    match e {
-        OciDistributionError::ImageManifestNotFoundError(_) => true,
-        OciDistributionError::ServerError { code, .. } => *code == 404,
-        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
-            matches!(
-                e.code,
-                OciErrorCode::ManifestUnknown
-                    | OciErrorCode::BlobUnknown
-                    | OciErrorCode::NameUnknown
-                    | OciErrorCode::NotFound
-            )
-        }),
-        _ => false,
-    }
-}
-
-/// A registry that has no referrers API and refuses the fallback tag's shape.
-fn unsupported(e: &OciDistributionError) -> bool {
-    match e {
-        OciDistributionError::ServerError { code, .. } => matches!(code, 400 | 405 | 501),
-        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
-            matches!(
-                e.code,
-                OciErrorCode::Unsupported | OciErrorCode::ManifestInvalid
-            )
-        }),
-        OciDistributionError::UnsupportedMediaTypeError(_)
-        | OciDistributionError::ManifestParsingError(_)
-        | OciDistributionError::VersionedParsingError(_) => true,
-        _ => false,
-    }
-}
-
-fn upstream(what: String, e: &OciDistributionError) -> MirrorError {
-    // reqwest's errors carry their cause chain; one line is enough for an operator.
-    let mut message = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !message.contains(&text) {
-            message = format!("{message}: {text}");
-        }
-        source = s.source();
-    }
-    MirrorError::Upstream { what, message }
 }

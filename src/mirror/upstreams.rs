@@ -14,7 +14,14 @@
 //!     insecure: true        # plain HTTP: only for a registry on a trusted network
 //!   - host: ghcr.io         # images pinned on ghcr.io ...
 //!     endpoint: registry.internal:5000   # ... pulled from the site's own registry
+//!   - host: docker.io
+//!     redirects: [production.cloudflare.docker.com]   # where its blobs are served
 //! ```
+//!
+//! `redirects` lists the hosts (`host`, `host:port` or `*.domain`) an upstream may send
+//! the mirror to besides itself (a CDN or object store for blobs, a token realm on
+//! another host); see `egress` for the rules every request follows. Only configured
+//! upstreams (`host`, `endpoint`) may be on loopback or private addresses.
 //!
 //! `endpoint` is for sites that cannot reach the host a definition names (an air-gapped
 //! data centre): the images are carried in and pushed to a local registry under the
@@ -25,9 +32,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
-use oci_client::secrets::RegistryAuth;
+use std::sync::Arc;
+
 use serde::Deserialize;
+
+use super::client::{Client, Options, base_url};
+use super::egress::{HostPattern, Named, Policy};
 
 /// The largest configuration file read.
 const MAX_CONFIG_BYTES: u64 = 256 * 1024;
@@ -74,6 +84,8 @@ struct Entry {
     ca_file: Option<PathBuf>,
     username: Option<String>,
     password_file: Option<PathBuf>,
+    #[serde(default)]
+    redirects: Vec<String>,
 }
 
 /// One configured upstream registry.
@@ -83,6 +95,8 @@ pub struct Upstream {
     /// Where this host's images are pulled from, when not from the host itself.
     pub endpoint: Option<String>,
     pub insecure: bool,
+    /// Hosts its redirects and token realm may go to besides its own.
+    pub redirects: Vec<HostPattern>,
     ca: Option<Vec<u8>>,
     auth: Option<(String, String)>,
 }
@@ -93,6 +107,7 @@ impl std::fmt::Debug for Upstream {
             .field("host", &self.host)
             .field("endpoint", &self.endpoint)
             .field("insecure", &self.insecure)
+            .field("redirects", &self.redirects)
             .field("ca", &self.ca.is_some())
             .field("username", &self.auth.as_ref().map(|(u, _)| u))
             .finish_non_exhaustive()
@@ -147,7 +162,7 @@ impl Upstreams {
                 None => None,
                 Some(f) => {
                     let pem_bytes = read(&base.join(f), MAX_CONFIG_BYTES)?;
-                    // oci-client accepts a bundle with no certificate silently: check here.
+                    // A bundle with no certificate would add no trust root, silently: refuse it here.
                     let certs = pem::parse_many(&pem_bytes)
                         .map_err(|err| at(&format!("caFile is not PEM: {err}")))?;
                     if !certs.iter().any(|c| c.tag() == "CERTIFICATE") {
@@ -169,10 +184,20 @@ impl Upstreams {
                 }
                 _ => return Err(at("username and passwordFile go together")),
             };
+            let mut redirects = Vec::new();
+            for r in &e.redirects {
+                let p = HostPattern::parse(r).ok_or_else(|| {
+                    at(&format!(
+                        "redirects: `{r}` is not host, host:port or *.domain"
+                    ))
+                })?;
+                redirects.push(p);
+            }
             let upstream = Upstream {
                 host: e.host.clone(),
                 endpoint: e.endpoint,
                 insecure: e.insecure,
+                redirects,
                 ca,
                 auth,
             };
@@ -197,6 +222,18 @@ impl Upstreams {
     pub fn get(&self, host: &str) -> Option<&Upstream> {
         self.by_host.get(host)
     }
+
+    /// Every upstream the operator configured (hosts and endpoints): the only hosts
+    /// the mirror may reach on a non-public address. A `redirects` entry is not one of
+    /// them: a CDN on a private network is listed as an upstream too.
+    pub fn named(&self) -> Named {
+        Named::new(self.by_host.values().flat_map(|u| {
+            [Some(&u.host), u.endpoint.as_ref()]
+                .into_iter()
+                .flatten()
+                .filter_map(|h| HostPattern::parse(h))
+        }))
+    }
 }
 
 impl Upstream {
@@ -206,6 +243,7 @@ impl Upstream {
             host: host.to_owned(),
             endpoint: None,
             insecure: false,
+            redirects: Vec::new(),
             ca: None,
             auth: None,
         }
@@ -216,36 +254,27 @@ impl Upstream {
         self.endpoint.as_deref().unwrap_or(&self.host)
     }
 
-    pub fn auth(&self) -> RegistryAuth {
-        match &self.auth {
-            Some((user, password)) => RegistryAuth::Basic(user.clone(), password.clone()),
-            None => RegistryAuth::Anonymous,
-        }
-    }
-
-    /// A client for this host: its protocol, trust roots and deadlines.
-    pub fn client(&self) -> Result<oci_client::Client, String> {
-        let config = ClientConfig {
-            protocol: if self.insecure {
-                ClientProtocol::HttpsExcept(vec![self.pull_from().to_owned()])
-            } else {
-                ClientProtocol::Https
-            },
-            extra_root_certificates: self
-                .ca
-                .iter()
-                .map(|pem| Certificate {
-                    encoding: CertificateEncoding::Pem,
-                    data: pem.clone(),
-                })
-                .collect(),
-            connect_timeout: Some(Duration::from_secs(10)),
-            // Per read, not per transfer: a large layer may take long, a stalled one not.
-            read_timeout: Some(Duration::from_secs(60)),
-            user_agent: concat!("fundament-marketplace/", env!("CARGO_PKG_VERSION")),
-            ..Default::default()
+    /// A client for this upstream: its protocol, trust roots, credentials, and the
+    /// egress rules with the operator's `named` hosts.
+    pub fn client(&self, named: Arc<Named>, request_timeout: Duration) -> Result<Client, String> {
+        // Docker Hub's registry API is not at the name images use.
+        let registry = match self.pull_from() {
+            "docker.io" => "registry-1.docker.io",
+            other => other,
         };
-        oci_client::Client::try_from(config).map_err(|e| e.to_string())
+        let policy = Policy {
+            base: base_url(registry, self.insecure)?,
+            redirects: self.redirects.clone(),
+            named,
+        };
+        Client::new(
+            policy,
+            Options {
+                ca: self.ca.clone(),
+                basic: self.auth.clone(),
+                request_timeout,
+            },
+        )
     }
 }
 
@@ -274,7 +303,7 @@ mod tests {
         let path = dir.path().join("upstreams.yaml");
         std::fs::write(
             &path,
-            "otherHosts: skip\nupstreams:\n  - host: reg.example:5000\n    caFile: ca.pem\n    username: alice\n    passwordFile: pw\n  - host: 127.0.0.1:5000\n    insecure: true\n  - host: ghcr.io\n    endpoint: 127.0.0.1:5000\n    insecure: true\n",
+            "otherHosts: skip\nupstreams:\n  - host: reg.example:5000\n    caFile: ca.pem\n    username: alice\n    passwordFile: pw\n    redirects: [cdn.example, '*.s3.example']\n  - host: 127.0.0.1:5000\n    insecure: true\n  - host: ghcr.io\n    endpoint: 127.0.0.1:5000\n    insecure: true\n",
         )
         .unwrap();
         let u = Upstreams::load(&path).unwrap();
@@ -287,10 +316,15 @@ mod tests {
             "reg.example:5000"
         );
         let reg = u.get("reg.example:5000").unwrap();
-        assert!(
-            matches!(reg.auth(), RegistryAuth::Basic(ref user, ref pw) if user == "alice" && pw == "s3cret")
-        );
+        assert_eq!(reg.auth, Some(("alice".to_owned(), "s3cret".to_owned())));
         assert!(!format!("{u:?}").contains("s3cret"));
+        assert_eq!(
+            reg.redirects,
+            [
+                HostPattern::parse("cdn.example").unwrap(),
+                HostPattern::Suffix("s3.example".into())
+            ]
+        );
         assert!(u.get("127.0.0.1:5000").unwrap().insecure);
     }
 
@@ -321,6 +355,10 @@ mod tests {
             (
                 "upstreams:\n  - host: x.io\n    endpoint: 'a b'\n",
                 "endpoint must be",
+            ),
+            (
+                "upstreams:\n  - host: x.io\n    redirects: ['https://cdn.x.io']\n",
+                "redirects: `https://cdn.x.io`",
             ),
         ];
         for (yaml, why) in cases {

@@ -62,7 +62,10 @@ pub struct MirrorStatus {
     pub attempts: i64,
     /// For `failed`: when the next attempt is due (Unix seconds).
     pub next_attempt_at: Option<i64>,
+    /// What failed, in our words (shown publicly too).
     pub last_error: Option<String>,
+    /// The operator's account of the failure; may quote the upstream, cut and escaped.
+    pub last_error_detail: Option<String>,
     /// Bytes of every manifest and blob, once mirrored.
     pub size: Option<i64>,
     /// The cosign key that verified the image's signature, when a policy applied.
@@ -87,7 +90,7 @@ pub struct Referrer {
     pub annotations: Option<String>,
 }
 
-const STATUS_COLUMNS: &str = "host, repository, digest, status, attempts, next_attempt_at, last_error, size, signature_key, updated_at";
+const STATUS_COLUMNS: &str = "host, repository, digest, status, attempts, next_attempt_at, last_error, last_error_detail, size, signature_key, updated_at";
 
 fn status_row(r: &sqlx::sqlite::SqliteRow) -> MirrorStatus {
     let status: String = r.get("status");
@@ -100,6 +103,7 @@ fn status_row(r: &sqlx::sqlite::SqliteRow) -> MirrorStatus {
         status,
         attempts: r.get("attempts"),
         last_error: r.get("last_error"),
+        last_error_detail: r.get("last_error_detail"),
         size: r.get("size"),
         verified_by: r.get("signature_key"),
         updated_at: r.get("updated_at"),
@@ -330,6 +334,7 @@ impl Store {
         }
         sqlx::query(
             "UPDATE mirror_images SET status = 'mirrored', attempts = 0, last_error = NULL,
+               last_error_detail = NULL,
                size = ?, signature_key = ?, leased_until = 0, updated_at = ? WHERE id = ?",
         )
         .bind(size)
@@ -342,19 +347,23 @@ impl Store {
         Ok(())
     }
 
-    /// Records a failed attempt; the job is due again at `next_attempt_at`.
+    /// Records a failed attempt: `error` for everyone, `detail` for the operator. The
+    /// job is due again at `next_attempt_at`.
     pub async fn record_mirror_failure(
         &self,
         id: i64,
         error: &str,
+        detail: &str,
         next_attempt_at: i64,
         now: i64,
     ) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE mirror_images SET status = 'failed', attempts = attempts + 1, last_error = ?,
-               next_attempt_at = ?, leased_until = 0, updated_at = ? WHERE id = ?",
+               last_error_detail = ?, next_attempt_at = ?, leased_until = 0, updated_at = ?
+             WHERE id = ?",
         )
         .bind(error)
+        .bind(detail)
         .bind(next_attempt_at)
         .bind(now)
         .bind(id)

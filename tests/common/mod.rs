@@ -15,6 +15,7 @@ use marketplace::{AppState, app};
 use tower::ServiceExt;
 
 pub mod buf;
+pub mod hostile;
 pub mod mirror;
 pub mod oci;
 pub mod publishing;

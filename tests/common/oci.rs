@@ -32,8 +32,8 @@ pub struct Upstream {
 /// TLS material for 127.0.0.1: a CA and a server certificate it signed.
 pub struct Tls {
     pub ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 impl Tls {

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use marketplace::definition::Definition;
 use marketplace::trust::SigningKey;
@@ -266,4 +267,50 @@ pub fn assert_refused(status: u16, body: &serde_json::Value, want: u16, code: &s
         message.contains(phrase),
         "message {message:?} lacks {phrase:?}"
     );
+}
+
+/// `marketplace mirror --data-dir DATA ARGS...`: success and stdout with stderr.
+pub fn mirror_cli(data: &Path, args: &[&str]) -> (bool, String) {
+    let mut all = vec!["mirror", "--data-dir", data.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let o = marketplace(&all);
+    (
+        o.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
+
+/// Waits until `mirror status` shows `image` with `status`, and returns its entry.
+pub async fn until_status(data: &Path, image: &str, status: &str) -> serde_json::Value {
+    let started = Instant::now();
+    loop {
+        let (ok, out) = mirror_cli(data, &["status", "--json"]);
+        assert!(ok, "{out}");
+        let all: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let found = all["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| {
+                format!(
+                    "{}/{}@{}",
+                    i["host"].as_str().unwrap(),
+                    i["repository"].as_str().unwrap(),
+                    i["digest"].as_str().unwrap()
+                ) == image
+            })
+            .cloned();
+        if let Some(entry) = found.filter(|e| e["status"] == status) {
+            return entry;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{image} never {status}: {out}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
