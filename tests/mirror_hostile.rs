@@ -380,3 +380,42 @@ async fn a_cdn_redirect_listed_in_the_upstreams_file_is_followed_without_credent
         "{seen:?}"
     );
 }
+
+/// A job as a whole has a deadline too: with a minimum rate so low that the blob's own
+/// deadline is days away, the job still fails with `timed out` at
+/// `--mirror-job-timeout`.
+#[tokio::test]
+async fn a_job_fails_at_its_own_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let trickler = Hostile::start();
+    let (digest, layer) = trickler.image("acme/crawl", 4000);
+    trickler.act(
+        &format!("/v2/acme/crawl/blobs/{layer}"),
+        Act::Trickle(Duration::from_millis(100)),
+    );
+    let path = upstreams(
+        dir.path(),
+        &format!("  - host: {}\n    insecure: true\n", trickler.addr),
+    );
+    let (m, server) = marketplace(
+        dir.path(),
+        &path,
+        &["--mirror-min-rate", "1", "--mirror-job-timeout", "3s"],
+    );
+    let started = Instant::now();
+    let image = format!("{}/acme/crawl@{digest}", trickler.addr);
+    publish(&m, &server, "crawl", &image).await;
+    let failed = until_status(&m.data, &image, "failed").await;
+    let took = started.elapsed();
+    assert!(
+        failed["lastError"]
+            .as_str()
+            .unwrap()
+            .ends_with(": timed out"),
+        "{failed}"
+    );
+    let detail = failed["lastErrorDetail"].as_str().unwrap();
+    assert!(detail.contains("the job's deadline"), "{detail}");
+    assert!(took >= Duration::from_secs(3), "{took:?}");
+    assert!(took < Duration::from_secs(20), "{took:?}");
+}

@@ -396,3 +396,20 @@ async fn gc(
     println!("{} blob(s), {bytes} bytes {verb}", unreferenced.len());
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse_rate;
+
+    #[test]
+    fn rates_read_as_written() {
+        assert_eq!(parse_rate("256KiB"), Ok(256 * 1024));
+        assert_eq!(parse_rate("2MiB"), Ok(2 << 20));
+        assert_eq!(parse_rate("65536"), Ok(65536));
+        assert_eq!(parse_rate("1B"), Ok(1));
+        for bad in ["0", "0KiB", "fast", "10kb", "", "-1", "99999999999GiB"] {
+            let err = parse_rate(bad).unwrap_err();
+            assert!(err.contains("is not a rate"), "{bad}: {err}");
+        }
+    }
+}
