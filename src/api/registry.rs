@@ -103,9 +103,6 @@ impl From<RegistryError> for HttpError {
             RegistryError::BlobUnknown { .. } => {
                 status(StatusCode::NOT_FOUND, ErrorCode::BlobUnknown)
             }
-            RegistryError::ReferenceInvalid(_) => {
-                status(StatusCode::BAD_REQUEST, ErrorCode::ManifestInvalid)
-            }
             RegistryError::DigestInvalid(_) => {
                 status(StatusCode::BAD_REQUEST, ErrorCode::DigestInvalid)
             }
