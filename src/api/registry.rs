@@ -122,11 +122,42 @@ struct Query {
     artifact_type: Option<String>,
 }
 
-async fn base(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(e) = authorized(&state, &headers) {
-        return render(e);
+async fn base(State(state): State<AppState>, method: Method, headers: HeaderMap) -> Response {
+    let response = match authorized(&state, &headers) {
+        Ok(()) => ([API_VERSION], axum::Json(serde_json::json!({}))).into_response(),
+        Err(e) => render(e),
+    };
+    if method == Method::HEAD {
+        return without_content(response);
     }
-    ([API_VERSION], axum::Json(serde_json::json!({}))).into_response()
+    response
+}
+
+/// A HEAD answer from the GET answer to the same request: the same status and headers,
+/// `Content-Length` included, and no content (RFC 9110 9.3.2; the distribution spec
+/// also wants a HEAD's `Content-Length` to be the manifest's or blob's size). Errors
+/// too: a HEAD that says `Content-Length: 0` where GET sends a JSON body misleads
+/// clients and proxies that cache HEAD answers.
+fn without_content(mut response: Response) -> Response {
+    use http_body::Body as _;
+    if response.status() == StatusCode::NOT_MODIFIED {
+        // A 304 may only carry the 200's length (RFC 9110 15.4.5), and GET's carries
+        // none; an empty body of unknown length keeps axum from writing
+        // `Content-Length: 0` on the HEAD one.
+        *response.body_mut() = Body::from_stream(futures_util::stream::empty::<
+            Result<bytes::Bytes, std::io::Error>,
+        >());
+        return response;
+    }
+    if !response.headers().contains_key(header::CONTENT_LENGTH)
+        && let Some(n) = response.body().size_hint().exact()
+    {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_LENGTH, n.into());
+    }
+    *response.body_mut() = Body::empty();
+    response
 }
 
 /// With pull tokens configured, a request must carry one: `Authorization: Bearer TOKEN`
@@ -200,16 +231,14 @@ async fn dispatch(
     OriginalUri(uri): OriginalUri,
     headers: HeaderMap,
 ) -> Response {
-    match answer(&state, &method, &uri, &headers).await {
+    let response = match answer(&state, &method, &uri, &headers).await {
         Ok(response) => response,
-        Err(e) => {
-            let mut response = render(e);
-            if method == Method::HEAD {
-                *response.body_mut() = Body::empty();
-            }
-            response
-        }
+        Err(e) => render(e),
+    };
+    if method == Method::HEAD {
+        return without_content(response);
     }
+    response
 }
 
 async fn answer(
@@ -334,7 +363,12 @@ async fn blob(
         )
             .into_response());
     }
-    let range = match headers.get(header::RANGE).and_then(|v| v.to_str().ok()) {
+    // Range is defined for GET only (RFC 9110 14.2): a HEAD describes the whole blob.
+    let asked = headers
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .filter(|_| !head);
+    let range = match asked {
         None => None,
         Some(spec) => match parse_range(spec, size) {
             Ranged::Whole => None,
