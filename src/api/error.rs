@@ -64,7 +64,8 @@ pub enum ErrorCode {
     ManifestUnknown,
     BlobUnknown,
     DigestInvalid,
-    RangeNotSatisfiable,
+    /// A length or range that does not fit the content (`SIZE_INVALID`).
+    SizeInvalid,
     /// An operation this server does not offer (the registry is read-only).
     Unsupported,
 }
@@ -101,7 +102,7 @@ impl ErrorCode {
             ErrorCode::ManifestUnknown => "manifest_unknown",
             ErrorCode::BlobUnknown => "blob_unknown",
             ErrorCode::DigestInvalid => "digest_invalid",
-            ErrorCode::RangeNotSatisfiable => "range_not_satisfiable",
+            ErrorCode::SizeInvalid => "size_invalid",
             ErrorCode::Unsupported => "unsupported",
         }
     }

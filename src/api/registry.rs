@@ -20,7 +20,7 @@ use axum::body::Body;
 use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get};
+use axum::routing::any;
 use serde::Deserialize;
 
 use super::AppState;
@@ -42,22 +42,33 @@ const MAX_TAGS: i64 = 1000;
 
 pub fn router() -> axum::Router<AppState> {
     let routes = axum::Router::new()
-        .route("/v2", get(base))
-        .route("/v2/", get(base))
+        .route("/v2", any(base))
+        .route("/v2/", any(base))
         .route("/v2/{*rest}", any(dispatch));
     LIMITS.apply(routes, render)
 }
 
-/// Draws an error as the distribution spec's body.
+/// Draws an error as the distribution spec's body, or as plain text for a failure of
+/// ours (see [`oci_code`]).
 pub fn render(e: HttpError) -> Response {
-    let body = serde_json::json!({
-        "errors": [{
-            "code": oci_code(e.code),
-            "message": e.message,
-            "detail": e.details.unwrap_or_else(|| serde_json::json!({})),
-        }]
-    });
-    let mut response = (e.status, axum::Json(body)).into_response();
+    let mut response = match oci_code(e.code) {
+        Some(code) => {
+            let body = serde_json::json!({
+                "errors": [{
+                    "code": code,
+                    "message": e.message,
+                    "detail": e.details.unwrap_or_else(|| serde_json::json!({})),
+                }]
+            });
+            (e.status, axum::Json(body)).into_response()
+        }
+        None => (
+            e.status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("{}\n", e.message),
+        )
+            .into_response(),
+    };
     response
         .headers_mut()
         .insert(API_VERSION.0, HeaderValue::from_static(API_VERSION.1));
@@ -75,17 +86,51 @@ pub fn render(e: HttpError) -> Response {
     response
 }
 
-/// The spec's code for each of ours; codes the spec does not list keep their name in
-/// its style.
-fn oci_code(code: ErrorCode) -> String {
-    match code {
-        ErrorCode::Unauthorized => "UNAUTHORIZED".into(),
-        ErrorCode::Forbidden => "DENIED".into(),
-        ErrorCode::RateLimited => "TOOMANYREQUESTS".into(),
-        ErrorCode::PayloadTooLarge => "SIZE_INVALID".into(),
-        ErrorCode::NotFound => "NAME_UNKNOWN".into(),
-        other => other.as_str().to_ascii_uppercase(),
-    }
+/// The spec's code for each of ours. Its table is closed ("the code field MUST be one
+/// of" fourteen codes) and has none for a failure of the registry itself, so those
+/// (`None`: 5xx) are answered in plain text, which the spec leaves free, rather than
+/// under a code that would blame the request. No catch-all arm: a new code does not
+/// compile until it is placed here.
+fn oci_code(code: ErrorCode) -> Option<&'static str> {
+    use ErrorCode as C;
+    Some(match code {
+        C::Unauthorized => "UNAUTHORIZED",
+        C::Forbidden | C::Suspended => "DENIED",
+        C::RateLimited => "TOOMANYREQUESTS",
+        // A body or headers over our limits, a range outside the blob: lengths that do
+        // not fit the content.
+        C::PayloadTooLarge | C::HeadersTooLarge | C::SizeInvalid => "SIZE_INVALID",
+        C::NameUnknown | C::NotFound | C::NoRole => "NAME_UNKNOWN",
+        C::NameInvalid => "NAME_INVALID",
+        C::ManifestUnknown => "MANIFEST_UNKNOWN",
+        C::BlobUnknown => "BLOB_UNKNOWN",
+        C::DigestInvalid => "DIGEST_INVALID",
+        // A request or parameter this read-only registry does not take. The publishing
+        // codes never arise on `/v2/`; were one to, it would mean the same.
+        C::Unsupported
+        | C::BadRequest
+        | C::BadParameter
+        | C::InvalidDefinition
+        | C::InvalidMetadata
+        | C::BadSignature
+        | C::Stale
+        | C::Lifetime
+        | C::Rejected
+        | C::Conflict
+        | C::VersionExists
+        | C::TooMany
+        | C::NotInstallable
+        | C::Ambiguous => "UNSUPPORTED",
+        C::NotInitialized | C::Timeout | C::Internal => return None,
+    })
+}
+
+/// 400 for a query parameter this registry cannot take. The spec's table has no code
+/// for a bad parameter (the distribution project's `PAGINATION_NUMBER_INVALID` is not
+/// in it); `UNSUPPORTED`, "the operation is unsupported", is the one that fits a
+/// request we will not carry out as asked.
+fn bad_parameter(message: String) -> HttpError {
+    HttpError::new(StatusCode::BAD_REQUEST, ErrorCode::Unsupported, message)
 }
 
 impl From<RegistryError> for HttpError {
@@ -123,7 +168,11 @@ struct Query {
 }
 
 async fn base(State(state): State<AppState>, method: Method, headers: HeaderMap) -> Response {
-    let response = match authorized(&state, &headers) {
+    let checked = match method {
+        Method::GET | Method::HEAD => authorized(&state, &headers),
+        _ => Err(unsupported(&format!("{method} requests"))),
+    };
+    let response = match checked {
         Ok(()) => ([API_VERSION], axum::Json(serde_json::json!({}))).into_response(),
         Err(e) => render(e),
     };
@@ -268,7 +317,7 @@ async fn answer(
         _ => return Err(unsupported(&format!("{method} requests"))),
     };
     let query: Query = serde_urlencoded::from_str(uri.query().unwrap_or(""))
-        .map_err(|e| HttpError::bad_parameter(format!("query string: {e}")))?;
+        .map_err(|e| bad_parameter(format!("query string: {e}")))?;
     let registry = state.registry.as_ref().ok_or_else(|| {
         HttpError::new(
             StatusCode::NOT_FOUND,
@@ -374,9 +423,14 @@ async fn blob(
             Ranged::Whole => None,
             Ranged::Part(r) => Some(r),
             Ranged::Unsatisfiable => {
+                // 416 with `Content-Range: bytes */SIZE`, as RFC 9110 wants. The spec's
+                // table has no range code (the distribution project answers Go's
+                // plain-text "invalid range"); `SIZE_INVALID`, "provided length did not
+                // match content length", says what is wrong, and unlike `UNSUPPORTED` it
+                // does not tell a client resuming a download that ranges are not served.
                 let mut response = render(HttpError::new(
                     StatusCode::RANGE_NOT_SATISFIABLE,
-                    ErrorCode::RangeNotSatisfiable,
+                    ErrorCode::SizeInvalid,
                     format!(
                         "range `{}` is outside the blob's {size} bytes",
                         spec.chars().take(80).collect::<String>()
@@ -473,7 +527,7 @@ async fn tags(registry: &Registry, repo: &Repo, query: &Query) -> Result<Respons
             .ok()
             .filter(|n| (0..=MAX_TAGS).contains(n))
             .ok_or_else(|| {
-                HttpError::bad_parameter(format!("n must be a whole number from 0 to {MAX_TAGS}"))
+                bad_parameter(format!("n must be a whole number from 0 to {MAX_TAGS}"))
             })?,
     };
     // One more than asked tells whether a next page exists.
