@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::catalog::CatalogError;
+use crate::ratelimit::Limited;
 use crate::store::StoreError;
 use crate::trust::TrustError;
 use crate::trust::server::accept::AcceptError;
@@ -186,6 +187,24 @@ impl HttpError {
             ErrorCode::Internal,
             "internal error; the operator can find details in the log",
         )
+    }
+}
+
+/// 429 with `Retry-After`, on every surface that checks tokens.
+impl From<Limited> for HttpError {
+    fn from(limited: Limited) -> Self {
+        // Whole seconds, rounded up: a client retrying on time is never refused again.
+        let wait = limited.retry_after();
+        let secs = (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1);
+        let message = match limited {
+            Limited::Address { .. } => format!(
+                "too many failed token authentications from this address; retry in {secs} s"
+            ),
+            Limited::Publisher { publisher, .. } => format!(
+                "too many failed token authentications for publisher {publisher} from new addresses; retry in {secs} s"
+            ),
+        };
+        HttpError::rate_limited(message, secs)
     }
 }
 

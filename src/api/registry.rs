@@ -25,7 +25,7 @@ use serde::Deserialize;
 
 use super::AppState;
 use super::error::{ErrorCode, HttpError};
-use super::extract::client_has;
+use super::extract::{ClientAddr, client_has};
 use super::layers::{Limits, MAX_BODY_BYTES};
 use crate::registry::{Registry, RegistryError, Repo};
 
@@ -167,9 +167,14 @@ struct Query {
     artifact_type: Option<String>,
 }
 
-async fn base(State(state): State<AppState>, method: Method, headers: HeaderMap) -> Response {
+async fn base(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    method: Method,
+    headers: HeaderMap,
+) -> Response {
     let checked = match method {
-        Method::GET | Method::HEAD => authorized(&state, &headers),
+        Method::GET | Method::HEAD => authorized(&state, client, &headers),
         _ => Err(unsupported(&format!("{method} requests"))),
     };
     let response = match checked {
@@ -213,34 +218,53 @@ fn without_content(mut response: Response) -> Response {
 /// (containerd with a `hosts.toml` header, `skopeo --registry-token`) or Basic with the
 /// token as the password (`docker login`, `skopeo --creds`; the user name is ignored).
 /// The challenge asks for Basic: there is no token server to send clients to.
-fn authorized(state: &AppState, headers: &HeaderMap) -> Result<(), HttpError> {
+///
+/// Failed checks spend the client address's budget in `AppState::auth_limits`, the one
+/// failed publisher tokens spend, with the same settings: once it is spent, every check
+/// from the address is refused with 429 before its credentials are looked at. Unlike a
+/// publish without a token, a request without credentials is no failure: docker,
+/// containerd and skopeo ask anonymously first and answer the challenge, so counting it
+/// would spend a legitimate client's budget on every pull.
+fn authorized(
+    state: &AppState,
+    ClientAddr(client): ClientAddr,
+    headers: &HeaderMap,
+) -> Result<(), HttpError> {
     let Some(tokens) = &state.pull_tokens else {
         return Ok(());
     };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            let (scheme, rest) = v.split_once(' ')?;
-            match scheme.to_ascii_lowercase().as_str() {
-                "bearer" => Some(rest.trim().to_owned()),
-                "basic" => {
-                    use base64::Engine as _;
-                    let decoded = base64::engine::general_purpose::STANDARD
-                        .decode(rest.trim())
-                        .ok()?;
-                    let text = String::from_utf8(decoded).ok()?;
-                    Some(text.split_once(':')?.1.to_owned())
-                }
-                _ => None,
+    state
+        .auth_limits
+        .check(client, None, std::time::Instant::now())
+        .map_err(HttpError::from)?;
+    let challenge = || {
+        HttpError::unauthorized(
+            "this registry needs a pull token (Bearer, or Basic with the token as password)",
+        )
+    };
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Err(challenge());
+    };
+    let presented = value.to_str().ok().and_then(|v| {
+        let (scheme, rest) = v.split_once(' ')?;
+        match scheme.to_ascii_lowercase().as_str() {
+            "bearer" => Some(rest.trim().to_owned()),
+            "basic" => {
+                use base64::Engine as _;
+                let decoded = base64::engine::general_purpose::STANDARD
+                    .decode(rest.trim())
+                    .ok()?;
+                let text = String::from_utf8(decoded).ok()?;
+                Some(text.split_once(':')?.1.to_owned())
             }
-        });
+            _ => None,
+        }
+    });
     if presented.is_some_and(|t| tokens.contains(&crate::token::hash(&t))) {
         return Ok(());
     }
-    Err(HttpError::unauthorized(
-        "this registry needs a pull token (Bearer, or Basic with the token as password)",
-    ))
+    super::auth_failed(state, client, None);
+    Err(challenge())
 }
 
 /// What a `/v2/NAME/...` path asks for.
@@ -276,11 +300,12 @@ fn unsupported(what: &str) -> HttpError {
 
 async fn dispatch(
     State(state): State<AppState>,
+    client: ClientAddr,
     method: Method,
     OriginalUri(uri): OriginalUri,
     headers: HeaderMap,
 ) -> Response {
-    let response = match answer(&state, &method, &uri, &headers).await {
+    let response = match answer(&state, client, &method, &uri, &headers).await {
         Ok(response) => response,
         Err(e) => render(e),
     };
@@ -292,11 +317,12 @@ async fn dispatch(
 
 async fn answer(
     state: &AppState,
+    client: ClientAddr,
     method: &Method,
     uri: &axum::http::Uri,
     headers: &HeaderMap,
 ) -> Result<Response, HttpError> {
-    authorized(state, headers)?;
+    authorized(state, client, headers)?;
     let rest = uri.path().strip_prefix("/v2/").unwrap_or_default();
     if rest.contains("/blobs/uploads") {
         return Err(unsupported("pushing blobs"));

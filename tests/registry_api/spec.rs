@@ -437,3 +437,79 @@ async fn every_error_body_uses_only_the_spec_codes() {
         assert_spec_error(status, &content_type, &body, &path);
     }
 }
+
+/// The burst of failed token checks an address gets (`ratelimit::Limits::default`).
+const ADDRESS_BURST: usize = 10;
+
+/// Failed pull tokens spend the client address's budget of failed token checks, as
+/// failed publisher tokens do: once spent, every check from that address is refused
+/// with 429 `TOOMANYREQUESTS` and `Retry-After`, a valid token included, while other
+/// addresses keep pulling. Requests without credentials are the protocol's challenge
+/// step (clients ask anonymously first) and spend nothing.
+#[tokio::test]
+async fn failed_pull_tokens_are_limited_like_failed_publisher_tokens() {
+    use axum::body::Body;
+    use axum::extract::ConnectInfo;
+    use axum::http::Request;
+
+    let mut s = scene(true).await;
+    let token = "a-pull-token-long-enough";
+    s.state.pull_tokens = Some(std::sync::Arc::new(
+        [marketplace::token::hash(token)].into_iter().collect(),
+    ));
+    let manifest = format!("/v2/127.0.0.1_5000/acme/tool/manifests/{}", d(&s.img.index));
+    let good = format!("Bearer {token}");
+    let bad = format!(
+        "Basic {}",
+        crate::common::oci::base64_encode(b"anyone:not-the-token")
+    );
+    let from = |ip: &str, method: &str, uri: &str, auth: Option<&str>| {
+        let mut r = Request::builder().method(method).uri(uri);
+        if let Some(a) = auth {
+            r = r.header("authorization", a);
+        }
+        let mut r = r.body(Body::empty()).unwrap();
+        let addr = std::net::SocketAddr::new(ip.parse().unwrap(), 40_000);
+        r.extensions_mut().insert(ConnectInfo(addr));
+        crate::common::send(&s.state, r)
+    };
+
+    for _ in 0..3 * ADDRESS_BURST {
+        let r = from("127.0.0.2", "GET", &manifest, None).await;
+        assert_eq!(
+            r.status,
+            StatusCode::UNAUTHORIZED,
+            "anonymous asks are not failures"
+        );
+    }
+    for i in 0..ADDRESS_BURST {
+        let r = from("127.0.0.2", "GET", &manifest, Some(&bad)).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "failure {i}");
+    }
+    for (method, uri, auth) in [
+        ("GET", manifest.as_str(), Some(bad.as_str())),
+        ("GET", manifest.as_str(), Some(good.as_str())),
+        ("GET", "/v2/", Some(good.as_str())),
+        ("GET", "/v2/127.0.0.1_5000/acme/tool/tags/list", None),
+    ] {
+        let r = from("127.0.0.2", method, uri, auth).await;
+        assert_eq!(
+            (r.status, oci_error(&r).as_str()),
+            (StatusCode::TOO_MANY_REQUESTS, "TOOMANYREQUESTS"),
+            "{uri} {auth:?}: {}",
+            r.body
+        );
+        let wait: u64 = r.headers["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!((1..=6).contains(&wait), "Retry-After: {wait}");
+        assert_spec_error(429, "application/json", r.body.as_bytes(), uri);
+    }
+    let r = from("127.0.0.2", "HEAD", &manifest, Some(&good)).await;
+    assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+    assert!(r.headers.contains_key("retry-after"));
+
+    // Another address is not held back, and its own failures start from a full budget.
+    let r = from("127.0.0.3", "GET", &manifest, Some(&good)).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let r = from("127.0.0.3", "GET", &manifest, Some(&bad)).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+}
