@@ -1,7 +1,8 @@
 //! Rate limits on failed token authentication, in memory, per server process. Knows
-//! nothing of HTTP: the handlers that check publisher tokens ask [`AuthLimiter::check`]
-//! first and report the outcome with [`AuthLimiter::failed`] or
-//! [`AuthLimiter::succeeded`]. Time is an argument so tests can move it.
+//! nothing of HTTP: the handlers that check publisher tokens and `/v2/` pull tokens ask
+//! [`AuthLimiter::check`] first and report the outcome with [`AuthLimiter::failed`] or
+//! [`AuthLimiter::succeeded`] (pull tokens name no publisher, so only the address
+//! budget applies to them). Time is an argument so tests can move it.
 //!
 //! Two budgets of failures, each a token bucket:
 //! - **per client address** (an IPv6 address counts by its /64, which one host

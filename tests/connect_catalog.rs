@@ -6,6 +6,8 @@
 mod common;
 #[path = "connect_catalog/e2e.rs"]
 mod e2e;
+#[path = "connect_catalog/limits.rs"]
+mod limits;
 #[path = "connect_catalog/plugins.rs"]
 mod plugins;
 

@@ -296,7 +296,7 @@ async fn over_tls_with_credentials_a_missing_image_fails_clearly_and_arrives_on_
     );
     let (ok, out) = mirror_cli(&m.data, &["gc", "--min-age", "0s"]);
     assert!(
-        ok && out.contains("0 blob(s), 0 bytes would be removed"),
+        ok && out.contains("0 blob(s) and 0 unfinished download(s), 0 bytes would be removed"),
         "{out}"
     );
 
@@ -404,6 +404,23 @@ async fn a_mirror_killed_mid_transfer_resumes_after_a_restart() {
     }
     server.child.kill().unwrap();
     server.child.wait().unwrap();
+    // The killed download's temporary files: `mirror gc` lists them (dry run, so they
+    // stay), and the next start removes them, long before they are an hour old.
+    let left: Vec<String> = tmp_names(&tmp);
+    assert!(!left.is_empty());
+    let (ok, out) = mirror_cli(&m.data, &["gc"]);
+    assert!(ok, "{out}");
+    for name in &left {
+        assert!(
+            out.contains(&format!("unfinished  tmp/{name} (")),
+            "gc does not list {name}: {out}"
+        );
+        assert!(tmp.join(name).exists(), "a dry run removed {name}");
+    }
+    assert!(
+        out.contains(&format!("{} unfinished download(s)", left.len())),
+        "{out}"
+    );
     let blobs_dir = m.data.join("blobs/sha256");
     let stored_before: Vec<(std::path::PathBuf, std::time::SystemTime)> =
         std::fs::read_dir(&blobs_dir)
@@ -419,6 +436,10 @@ async fn a_mirror_killed_mid_transfer_resumes_after_a_restart() {
 
     // Restarted: the dead server's lease runs out and the job resumes to the end.
     let server = Server::start_with(&m.data, &serve_args);
+    let now = tmp_names(&tmp);
+    for name in &left {
+        assert!(!now.contains(name), "{name} survived the restart");
+    }
     until_status(&m.data, &image, "mirrored").await;
     until_served(
         &server,
@@ -442,6 +463,29 @@ async fn a_mirror_killed_mid_transfer_resumes_after_a_restart() {
         out.contains("7 blob(s)") && out.contains("0 corrupt, 0 missing"),
         "{out}"
     );
+    assert_eq!(tmp_names(&tmp), Vec::<String>::new(), "finished downloads");
+    // `gc --delete` removes such a file, named as the store names them, beside the
+    // running server.
+    let dead = format!("{}.0123abcd", "ab".repeat(32));
+    std::fs::write(tmp.join(&dead), vec![0u8; 1000]).unwrap();
+    let (ok, out) = mirror_cli(&m.data, &["gc", "--delete"]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!("removed  tmp/{dead} (1000 bytes)")),
+        "{out}"
+    );
+    assert!(!tmp.join(&dead).exists());
+    drop(server);
+}
+
+/// The names of the files in the blob store's `tmp/`, sorted.
+fn tmp_names(tmp: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// An air-gapped site: definitions pin images on a host it cannot reach; the images
@@ -683,9 +727,19 @@ async fn mirror_run_works_through_the_queue_without_a_server() {
         );
     }
     let upstreams = upstreams_file(dir.path(), &upstream, None);
+    // A download of an earlier `mirror run` that was killed: removed as this one starts.
+    let dead = m
+        .data
+        .join(format!("blobs/tmp/{}.0123abcd", "cd".repeat(32)));
+    std::fs::write(&dead, vec![0u8; 2000]).unwrap();
     let (ok, out) = mirror_cli(&m.data, &["run", "--upstreams", &upstreams]);
     assert!(ok, "{out}");
     assert!(out.contains("1 image(s) mirrored, 0 failed"), "{out}");
+    assert!(
+        out.contains("removed 1 unfinished download(s) of a process that died (2000 bytes)"),
+        "{out}"
+    );
+    assert!(!dead.exists());
     until_status(&m.data, &image, "mirrored").await;
     // Nothing is due any more: a second run does nothing.
     let (ok, out) = mirror_cli(&m.data, &["run", "--upstreams", &upstreams]);

@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::catalog::CatalogError;
+use crate::ratelimit::Limited;
 use crate::store::StoreError;
 use crate::trust::TrustError;
 use crate::trust::server::accept::AcceptError;
@@ -62,10 +63,10 @@ pub enum ErrorCode {
     NameInvalid,
     NameUnknown,
     ManifestUnknown,
-    ManifestInvalid,
     BlobUnknown,
     DigestInvalid,
-    RangeNotSatisfiable,
+    /// A length or range that does not fit the content (`SIZE_INVALID`).
+    SizeInvalid,
     /// An operation this server does not offer (the registry is read-only).
     Unsupported,
 }
@@ -100,10 +101,9 @@ impl ErrorCode {
             ErrorCode::NameInvalid => "name_invalid",
             ErrorCode::NameUnknown => "name_unknown",
             ErrorCode::ManifestUnknown => "manifest_unknown",
-            ErrorCode::ManifestInvalid => "manifest_invalid",
             ErrorCode::BlobUnknown => "blob_unknown",
             ErrorCode::DigestInvalid => "digest_invalid",
-            ErrorCode::RangeNotSatisfiable => "range_not_satisfiable",
+            ErrorCode::SizeInvalid => "size_invalid",
             ErrorCode::Unsupported => "unsupported",
         }
     }
@@ -187,6 +187,24 @@ impl HttpError {
             ErrorCode::Internal,
             "internal error; the operator can find details in the log",
         )
+    }
+}
+
+/// 429 with `Retry-After`, on every surface that checks tokens.
+impl From<Limited> for HttpError {
+    fn from(limited: Limited) -> Self {
+        // Whole seconds, rounded up: a client retrying on time is never refused again.
+        let wait = limited.retry_after();
+        let secs = (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1);
+        let message = match limited {
+            Limited::Address { .. } => format!(
+                "too many failed token authentications from this address; retry in {secs} s"
+            ),
+            Limited::Publisher { publisher, .. } => format!(
+                "too many failed token authentications for publisher {publisher} from new addresses; retry in {secs} s"
+            ),
+        };
+        HttpError::rate_limited(message, secs)
     }
 }
 

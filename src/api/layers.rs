@@ -134,12 +134,18 @@ async fn limit_headers(req: Request, next: Next) -> Response {
         .sum::<usize>()
         + req.uri().to_string().len();
     if size > MAX_HEADER_BYTES {
-        return HttpError::new(
+        let e = HttpError::new(
             StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorCode::HeadersTooLarge,
             format!("request line and headers exceed {MAX_HEADER_BYTES} bytes"),
-        )
-        .into_response();
+        );
+        // This limit wraps the whole application, before any surface is chosen; the
+        // registry's clients expect its error body, with only the spec's codes.
+        let path = req.uri().path();
+        if path == "/v2" || path.starts_with("/v2/") {
+            return super::registry::render(e);
+        }
+        return e.into_response();
     }
     next.run(req).await
 }

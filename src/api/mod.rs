@@ -50,7 +50,9 @@ pub struct AppState {
     pub store: Store,
     /// Present once the signed index is initialized; publishing needs it.
     pub signer: Option<Arc<Signer>>,
-    /// Failed publisher-token authentications, per client address and publisher.
+    /// Failed token authentications (publisher tokens, and `/v2/` pull tokens), per
+    /// client address and publisher: one budget per address for guessing any of our
+    /// tokens.
     pub auth_limits: Arc<AuthLimiter>,
     /// Take the client address from the rightmost `X-Forwarded-For` entry (set only
     /// behind a reverse proxy that writes it; otherwise clients could pick their own).
@@ -82,6 +84,26 @@ impl AppState {
             pull_tokens: None,
             curation: Curation::builtin(),
         }
+    }
+}
+
+/// Records a failed token check from `client` (for `publisher`, when the route names
+/// one) against the limits in `AppState::auth_limits`.
+fn auth_failed(state: &AppState, client: Option<std::net::IpAddr>, publisher: Option<&str>) {
+    let spent = state
+        .auth_limits
+        .failed(client, publisher, std::time::Instant::now());
+    // Once per budget running out, not per refused request: each request's status is
+    // in its own log line already.
+    if spent.address || spent.publisher {
+        let client = client.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
+        tracing::info!(
+            %client,
+            publisher = publisher.unwrap_or_default(),
+            address_limited = spent.address,
+            publisher_limited = spent.publisher,
+            "too many failed token authentications; limiting"
+        );
     }
 }
 

@@ -242,7 +242,7 @@ async fn authenticate(
     let limits = &state.auth_limits;
     limits
         .check(client, publisher, std::time::Instant::now())
-        .map_err(|limited| rate_limited(&limited))?;
+        .map_err(HttpError::from)?;
     let owner = match bearer(headers) {
         Ok(token) => {
             state
@@ -251,50 +251,16 @@ async fn authenticate(
                 .await?
         }
         Err(e) => {
-            failed(state, client, publisher);
+            super::auth_failed(state, client, publisher);
             return Err(e);
         }
     };
     let Some(owner) = owner else {
-        failed(state, client, publisher);
+        super::auth_failed(state, client, publisher);
         return Err(HttpError::unauthorized("the token is unknown or revoked"));
     };
     limits.succeeded(client, &owner, std::time::Instant::now());
     Ok(owner)
-}
-
-fn failed(state: &AppState, client: Option<std::net::IpAddr>, publisher: Option<&str>) {
-    let spent = state
-        .auth_limits
-        .failed(client, publisher, std::time::Instant::now());
-    // Once per budget running out, not per refused request: each request's status is
-    // in its own log line already.
-    if spent.address || spent.publisher {
-        let client = client.map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
-        tracing::info!(
-            %client,
-            publisher = publisher.unwrap_or_default(),
-            address_limited = spent.address,
-            publisher_limited = spent.publisher,
-            "too many failed token authentications; limiting"
-        );
-    }
-}
-
-fn rate_limited(limited: &crate::ratelimit::Limited) -> HttpError {
-    use crate::ratelimit::Limited;
-    // Whole seconds, rounded up: a client retrying on time is never refused again.
-    let wait = limited.retry_after();
-    let secs = (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1);
-    let message = match limited {
-        Limited::Address { .. } => {
-            format!("too many failed token authentications from this address; retry in {secs} s")
-        }
-        Limited::Publisher { publisher, .. } => format!(
-            "too many failed token authentications for publisher {publisher} from new addresses; retry in {secs} s"
-        ),
-    };
-    HttpError::rate_limited(message, secs)
 }
 
 /// A yank or re-sign: the publisher's signed role, checked and stored with new

@@ -13,19 +13,22 @@
 //!
 //! Layering: HTTP only; the registry domain decides what is served.
 
-use std::ops::Range;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{any, get};
+use axum::routing::any;
 use serde::Deserialize;
+
+mod range;
+
+use range::{Ranged, parse_range};
 
 use super::AppState;
 use super::error::{ErrorCode, HttpError};
-use super::extract::client_has;
+use super::extract::{ClientAddr, client_has};
 use super::layers::{Limits, MAX_BODY_BYTES};
 use crate::registry::{Registry, RegistryError, Repo};
 
@@ -42,22 +45,33 @@ const MAX_TAGS: i64 = 1000;
 
 pub fn router() -> axum::Router<AppState> {
     let routes = axum::Router::new()
-        .route("/v2", get(base))
-        .route("/v2/", get(base))
+        .route("/v2", any(base))
+        .route("/v2/", any(base))
         .route("/v2/{*rest}", any(dispatch));
     LIMITS.apply(routes, render)
 }
 
-/// Draws an error as the distribution spec's body.
+/// Draws an error as the distribution spec's body, or as plain text for a failure of
+/// ours (see [`oci_code`]).
 pub fn render(e: HttpError) -> Response {
-    let body = serde_json::json!({
-        "errors": [{
-            "code": oci_code(e.code),
-            "message": e.message,
-            "detail": e.details.unwrap_or_else(|| serde_json::json!({})),
-        }]
-    });
-    let mut response = (e.status, axum::Json(body)).into_response();
+    let mut response = match oci_code(e.code) {
+        Some(code) => {
+            let body = serde_json::json!({
+                "errors": [{
+                    "code": code,
+                    "message": e.message,
+                    "detail": e.details.unwrap_or_else(|| serde_json::json!({})),
+                }]
+            });
+            (e.status, axum::Json(body)).into_response()
+        }
+        None => (
+            e.status,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!("{}\n", e.message),
+        )
+            .into_response(),
+    };
     response
         .headers_mut()
         .insert(API_VERSION.0, HeaderValue::from_static(API_VERSION.1));
@@ -75,17 +89,51 @@ pub fn render(e: HttpError) -> Response {
     response
 }
 
-/// The spec's code for each of ours; codes the spec does not list keep their name in
-/// its style.
-fn oci_code(code: ErrorCode) -> String {
-    match code {
-        ErrorCode::Unauthorized => "UNAUTHORIZED".into(),
-        ErrorCode::Forbidden => "DENIED".into(),
-        ErrorCode::RateLimited => "TOOMANYREQUESTS".into(),
-        ErrorCode::PayloadTooLarge => "SIZE_INVALID".into(),
-        ErrorCode::NotFound => "NAME_UNKNOWN".into(),
-        other => other.as_str().to_ascii_uppercase(),
-    }
+/// The spec's code for each of ours. Its table is closed ("the code field MUST be one
+/// of" fourteen codes) and has none for a failure of the registry itself, so those
+/// (`None`: 5xx) are answered in plain text, which the spec leaves free, rather than
+/// under a code that would blame the request. No catch-all arm: a new code does not
+/// compile until it is placed here.
+fn oci_code(code: ErrorCode) -> Option<&'static str> {
+    use ErrorCode as C;
+    Some(match code {
+        C::Unauthorized => "UNAUTHORIZED",
+        C::Forbidden | C::Suspended => "DENIED",
+        C::RateLimited => "TOOMANYREQUESTS",
+        // A body or headers over our limits, a range outside the blob: lengths that do
+        // not fit the content.
+        C::PayloadTooLarge | C::HeadersTooLarge | C::SizeInvalid => "SIZE_INVALID",
+        C::NameUnknown | C::NotFound | C::NoRole => "NAME_UNKNOWN",
+        C::NameInvalid => "NAME_INVALID",
+        C::ManifestUnknown => "MANIFEST_UNKNOWN",
+        C::BlobUnknown => "BLOB_UNKNOWN",
+        C::DigestInvalid => "DIGEST_INVALID",
+        // A request or parameter this read-only registry does not take. The publishing
+        // codes never arise on `/v2/`; were one to, it would mean the same.
+        C::Unsupported
+        | C::BadRequest
+        | C::BadParameter
+        | C::InvalidDefinition
+        | C::InvalidMetadata
+        | C::BadSignature
+        | C::Stale
+        | C::Lifetime
+        | C::Rejected
+        | C::Conflict
+        | C::VersionExists
+        | C::TooMany
+        | C::NotInstallable
+        | C::Ambiguous => "UNSUPPORTED",
+        C::NotInitialized | C::Timeout | C::Internal => return None,
+    })
+}
+
+/// 400 for a query parameter this registry cannot take. The spec's table has no code
+/// for a bad parameter (the distribution project's `PAGINATION_NUMBER_INVALID` is not
+/// in it); `UNSUPPORTED`, "the operation is unsupported", is the one that fits a
+/// request we will not carry out as asked.
+fn bad_parameter(message: String) -> HttpError {
+    HttpError::new(StatusCode::BAD_REQUEST, ErrorCode::Unsupported, message)
 }
 
 impl From<RegistryError> for HttpError {
@@ -102,9 +150,6 @@ impl From<RegistryError> for HttpError {
             }
             RegistryError::BlobUnknown { .. } => {
                 status(StatusCode::NOT_FOUND, ErrorCode::BlobUnknown)
-            }
-            RegistryError::ReferenceInvalid(_) => {
-                status(StatusCode::BAD_REQUEST, ErrorCode::ManifestInvalid)
             }
             RegistryError::DigestInvalid(_) => {
                 status(StatusCode::BAD_REQUEST, ErrorCode::DigestInvalid)
@@ -125,45 +170,104 @@ struct Query {
     artifact_type: Option<String>,
 }
 
-async fn base(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(e) = authorized(&state, &headers) {
-        return render(e);
+async fn base(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    method: Method,
+    headers: HeaderMap,
+) -> Response {
+    let checked = match method {
+        Method::GET | Method::HEAD => authorized(&state, client, &headers),
+        _ => Err(unsupported(&format!("{method} requests"))),
+    };
+    let response = match checked {
+        Ok(()) => ([API_VERSION], axum::Json(serde_json::json!({}))).into_response(),
+        Err(e) => render(e),
+    };
+    if method == Method::HEAD {
+        return without_content(response);
     }
-    ([API_VERSION], axum::Json(serde_json::json!({}))).into_response()
+    response
+}
+
+/// A HEAD answer from the GET answer to the same request: the same status and headers,
+/// `Content-Length` included, and no content (RFC 9110 9.3.2; the distribution spec
+/// also wants a HEAD's `Content-Length` to be the manifest's or blob's size). Errors
+/// too: a HEAD that says `Content-Length: 0` where GET sends a JSON body misleads
+/// clients and proxies that cache HEAD answers.
+fn without_content(mut response: Response) -> Response {
+    use http_body::Body as _;
+    if response.status() == StatusCode::NOT_MODIFIED {
+        // A 304 may only carry the 200's length (RFC 9110 15.4.5), and GET's carries
+        // none; an empty body of unknown length keeps axum from writing
+        // `Content-Length: 0` on the HEAD one.
+        *response.body_mut() = Body::from_stream(futures_util::stream::empty::<
+            Result<bytes::Bytes, std::io::Error>,
+        >());
+        return response;
+    }
+    if !response.headers().contains_key(header::CONTENT_LENGTH)
+        && let Some(n) = response.body().size_hint().exact()
+    {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_LENGTH, n.into());
+    }
+    *response.body_mut() = Body::empty();
+    response
 }
 
 /// With pull tokens configured, a request must carry one: `Authorization: Bearer TOKEN`
 /// (containerd with a `hosts.toml` header, `skopeo --registry-token`) or Basic with the
 /// token as the password (`docker login`, `skopeo --creds`; the user name is ignored).
 /// The challenge asks for Basic: there is no token server to send clients to.
-fn authorized(state: &AppState, headers: &HeaderMap) -> Result<(), HttpError> {
+///
+/// Failed checks spend the client address's budget in `AppState::auth_limits`, the one
+/// failed publisher tokens spend, with the same settings: once it is spent, every check
+/// from the address is refused with 429 before its credentials are looked at. Unlike a
+/// publish without a token, a request without credentials is no failure: docker,
+/// containerd and skopeo ask anonymously first and answer the challenge, so counting it
+/// would spend a legitimate client's budget on every pull.
+fn authorized(
+    state: &AppState,
+    ClientAddr(client): ClientAddr,
+    headers: &HeaderMap,
+) -> Result<(), HttpError> {
     let Some(tokens) = &state.pull_tokens else {
         return Ok(());
     };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            let (scheme, rest) = v.split_once(' ')?;
-            match scheme.to_ascii_lowercase().as_str() {
-                "bearer" => Some(rest.trim().to_owned()),
-                "basic" => {
-                    use base64::Engine as _;
-                    let decoded = base64::engine::general_purpose::STANDARD
-                        .decode(rest.trim())
-                        .ok()?;
-                    let text = String::from_utf8(decoded).ok()?;
-                    Some(text.split_once(':')?.1.to_owned())
-                }
-                _ => None,
+    state
+        .auth_limits
+        .check(client, None, std::time::Instant::now())
+        .map_err(HttpError::from)?;
+    let challenge = || {
+        HttpError::unauthorized(
+            "this registry needs a pull token (Bearer, or Basic with the token as password)",
+        )
+    };
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Err(challenge());
+    };
+    let presented = value.to_str().ok().and_then(|v| {
+        let (scheme, rest) = v.split_once(' ')?;
+        match scheme.to_ascii_lowercase().as_str() {
+            "bearer" => Some(rest.trim().to_owned()),
+            "basic" => {
+                use base64::Engine as _;
+                let decoded = base64::engine::general_purpose::STANDARD
+                    .decode(rest.trim())
+                    .ok()?;
+                let text = String::from_utf8(decoded).ok()?;
+                Some(text.split_once(':')?.1.to_owned())
             }
-        });
+            _ => None,
+        }
+    });
     if presented.is_some_and(|t| tokens.contains(&crate::token::hash(&t))) {
         return Ok(());
     }
-    Err(HttpError::unauthorized(
-        "this registry needs a pull token (Bearer, or Basic with the token as password)",
-    ))
+    super::auth_failed(state, client, None);
+    Err(challenge())
 }
 
 /// What a `/v2/NAME/...` path asks for.
@@ -199,29 +303,29 @@ fn unsupported(what: &str) -> HttpError {
 
 async fn dispatch(
     State(state): State<AppState>,
+    client: ClientAddr,
     method: Method,
     OriginalUri(uri): OriginalUri,
     headers: HeaderMap,
 ) -> Response {
-    match answer(&state, &method, &uri, &headers).await {
+    let response = match answer(&state, client, &method, &uri, &headers).await {
         Ok(response) => response,
-        Err(e) => {
-            let mut response = render(e);
-            if method == Method::HEAD {
-                *response.body_mut() = Body::empty();
-            }
-            response
-        }
+        Err(e) => render(e),
+    };
+    if method == Method::HEAD {
+        return without_content(response);
     }
+    response
 }
 
 async fn answer(
     state: &AppState,
+    client: ClientAddr,
     method: &Method,
     uri: &axum::http::Uri,
     headers: &HeaderMap,
 ) -> Result<Response, HttpError> {
-    authorized(state, headers)?;
+    authorized(state, client, headers)?;
     let rest = uri.path().strip_prefix("/v2/").unwrap_or_default();
     if rest.contains("/blobs/uploads") {
         return Err(unsupported("pushing blobs"));
@@ -242,7 +346,7 @@ async fn answer(
         _ => return Err(unsupported(&format!("{method} requests"))),
     };
     let query: Query = serde_urlencoded::from_str(uri.query().unwrap_or(""))
-        .map_err(|e| HttpError::bad_parameter(format!("query string: {e}")))?;
+        .map_err(|e| bad_parameter(format!("query string: {e}")))?;
     let registry = state.registry.as_ref().ok_or_else(|| {
         HttpError::new(
             StatusCode::NOT_FOUND,
@@ -337,15 +441,25 @@ async fn blob(
         )
             .into_response());
     }
-    let range = match headers.get(header::RANGE).and_then(|v| v.to_str().ok()) {
+    // Range is defined for GET only (RFC 9110 14.2): a HEAD describes the whole blob.
+    let asked = headers
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .filter(|_| !head);
+    let range = match asked {
         None => None,
         Some(spec) => match parse_range(spec, size) {
             Ranged::Whole => None,
             Ranged::Part(r) => Some(r),
             Ranged::Unsatisfiable => {
+                // 416 with `Content-Range: bytes */SIZE`, as RFC 9110 wants. The spec's
+                // table has no range code (the distribution project answers Go's
+                // plain-text "invalid range"); `SIZE_INVALID`, "provided length did not
+                // match content length", says what is wrong, and unlike `UNSUPPORTED` it
+                // does not tell a client resuming a download that ranges are not served.
                 let mut response = render(HttpError::new(
                     StatusCode::RANGE_NOT_SATISFIABLE,
-                    ErrorCode::RangeNotSatisfiable,
+                    ErrorCode::SizeInvalid,
                     format!(
                         "range `{}` is outside the blob's {size} bytes",
                         spec.chars().take(80).collect::<String>()
@@ -381,59 +495,6 @@ async fn blob(
     Ok(response)
 }
 
-enum Ranged {
-    Whole,
-    Part(Range<u64>),
-    Unsatisfiable,
-}
-
-/// One `bytes=` range (`a-b`, `a-`, `-n`) against `size`; several ranges, other units
-/// or a malformed header are answered with the whole blob, as RFC 9110 allows.
-fn parse_range(spec: &str, size: u64) -> Ranged {
-    let Some(set) = spec.trim().strip_prefix("bytes=") else {
-        return Ranged::Whole;
-    };
-    if set.contains(',') {
-        return Ranged::Whole;
-    }
-    let Some((first, last)) = set.trim().split_once('-') else {
-        return Ranged::Whole;
-    };
-    let number = |s: &str| s.trim().parse::<u64>().ok();
-    let (start, end) = match (first.trim().is_empty(), last.trim().is_empty()) {
-        (true, true) => return Ranged::Whole,
-        // The last n bytes.
-        (true, false) => {
-            let Some(n) = number(last) else {
-                return Ranged::Whole;
-            };
-            if n == 0 {
-                return Ranged::Unsatisfiable;
-            }
-            (size.saturating_sub(n), size)
-        }
-        (false, true) => {
-            let Some(a) = number(first) else {
-                return Ranged::Whole;
-            };
-            (a, size)
-        }
-        (false, false) => {
-            let (Some(a), Some(b)) = (number(first), number(last)) else {
-                return Ranged::Whole;
-            };
-            if b < a {
-                return Ranged::Whole;
-            }
-            (a, b.saturating_add(1).min(size))
-        }
-    };
-    if start >= size {
-        return Ranged::Unsatisfiable;
-    }
-    Ranged::Part(start..end)
-}
-
 async fn tags(registry: &Registry, repo: &Repo, query: &Query) -> Result<Response, HttpError> {
     let n = match &query.n {
         None => MAX_TAGS,
@@ -442,7 +503,7 @@ async fn tags(registry: &Registry, repo: &Repo, query: &Query) -> Result<Respons
             .ok()
             .filter(|n| (0..=MAX_TAGS).contains(n))
             .ok_or_else(|| {
-                HttpError::bad_parameter(format!("n must be a whole number from 0 to {MAX_TAGS}"))
+                bad_parameter(format!("n must be a whole number from 0 to {MAX_TAGS}"))
             })?,
     };
     // One more than asked tells whether a next page exists.
@@ -524,32 +585,6 @@ async fn referrers(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ranges_follow_rfc_9110() {
-        let part = |spec: &str| match parse_range(spec, 100) {
-            Ranged::Part(r) => Some(r),
-            Ranged::Whole => None,
-            Ranged::Unsatisfiable => Some(0..0),
-        };
-        assert_eq!(part("bytes=0-9"), Some(0..10));
-        assert_eq!(part("bytes=90-"), Some(90..100));
-        assert_eq!(part("bytes=-5"), Some(95..100));
-        assert_eq!(part("bytes=-500"), Some(0..100));
-        assert_eq!(part("bytes=50-1000"), Some(50..100));
-        assert_eq!(part("bytes=100-"), Some(0..0), "unsatisfiable");
-        assert_eq!(part("bytes=-0"), Some(0..0), "unsatisfiable");
-        for whole in [
-            "items=0-1",
-            "bytes=0-1,5-6",
-            "bytes=x-",
-            "bytes=9-3",
-            "bytes=-",
-            "junk",
-        ] {
-            assert_eq!(part(whole), None, "{whole}");
-        }
-    }
 
     #[test]
     fn paths_name_a_repository_and_what_is_asked() {

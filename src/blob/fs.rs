@@ -7,21 +7,31 @@
 //! expected digest (and length) is the file fsynced, renamed under its digest and the
 //! directory fsynced: a crash at any moment leaves either no file under the digest or
 //! the whole, verified one. A write that fails or is cancelled removes its temporary
-//! file; one left by a killed process is removed by the next [`FsBlobStore::open`]
-//! once it is an hour old (a write in progress keeps touching its file).
+//! file.
+//!
+//! A process killed mid-write (SIGKILL, power loss) cannot remove its file. Each writer
+//! holds an exclusive `flock` on its temporary file from creating it until it is
+//! renamed into place, and the kernel releases that lock when the writer's process
+//! dies, whatever kills it; so a temporary file nobody holds locked is abandoned, and
+//! [`BlobStore::abandoned`] lists exactly those. The rule needs no age and no process
+//! ids: it holds for several processes sharing the data directory (`serve` beside
+//! `mirror run`, containers in other pid namespaces on one host), where a pid says
+//! nothing and a file's age only guesses (a stalled upstream leaves a live write
+//! untouched for minutes, while a restart right after a kill must not wait an hour). On
+//! NFS, Linux carries `flock` as a POSIX lock to the server.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
-use super::{Blob, BlobError, BlobStore, ByteStream, Digest, Listed};
+use super::{Abandoned, Blob, BlobError, BlobStore, ByteStream, Digest, Listed};
 
 /// The largest blob accepted when the caller does not know its size.
 pub const MAX_UNSIZED_BYTES: u64 = 32 * 1024 * 1024 * 1024;
@@ -32,8 +42,6 @@ const READ_CHUNK: usize = 1024 * 1024;
 const READ_QUEUE: usize = 4;
 /// Chunks queued between the network and the writer.
 const QUEUE: usize = 8;
-/// A temporary file untouched this long belongs to a write that died.
-const STALE_TMP: Duration = Duration::from_secs(3600);
 
 #[derive(Debug, Clone)]
 pub struct FsBlobStore {
@@ -41,37 +49,82 @@ pub struct FsBlobStore {
 }
 
 impl FsBlobStore {
-    /// Opens (creating) the store under `root`, and removes temporary files left by
-    /// writes that died.
+    /// Opens (creating) the store under `root`. Temporary files of writes that died are
+    /// left for [`BlobStore::abandoned`], so `mirror gc` can list them before removing.
     pub fn open(root: &Path) -> Result<FsBlobStore, BlobError> {
         std::fs::create_dir_all(root.join("sha256")).map_err(BlobError::storage("creating"))?;
         std::fs::create_dir_all(root.join("tmp")).map_err(BlobError::storage("creating"))?;
-        let store = FsBlobStore {
+        Ok(FsBlobStore {
             root: root.to_owned(),
-        };
-        store.remove_stale_tmp(SystemTime::now() - STALE_TMP)?;
-        Ok(store)
+        })
     }
 
     fn path(&self, digest: &Digest) -> PathBuf {
         let hex = digest.hex();
         self.root.join("sha256").join(&hex[..2]).join(hex)
     }
+}
 
-    fn remove_stale_tmp(&self, before: SystemTime) -> Result<usize, BlobError> {
-        let mut removed = 0;
-        for entry in
-            std::fs::read_dir(self.root.join("tmp")).map_err(BlobError::storage("listing"))?
-        {
-            let entry = entry.map_err(BlobError::storage("listing"))?;
-            let modified = entry.metadata().and_then(|m| m.modified());
-            if modified.is_ok_and(|m| m < before) {
-                std::fs::remove_file(entry.path()).map_err(BlobError::storage("cleaning"))?;
-                removed += 1;
-            }
-        }
-        Ok(removed)
+/// A temporary file opened and locked, when no writer holds it: the file and its
+/// metadata, or `None` when a writer holds it or it is gone (renamed into place).
+fn lock_if_abandoned(path: &Path) -> std::io::Result<Option<(File, std::fs::Metadata)>> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => return Err(e),
     }
+    // The name may have been taken over since it was opened; only this file counts.
+    let meta = file.metadata()?;
+    match std::fs::symlink_metadata(path) {
+        Ok(now) if same_file(&now, &meta) => Ok(Some((file, meta))),
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(unix)]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    (a.dev(), a.ino()) == (b.dev(), b.ino())
+}
+
+#[cfg(not(unix))]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    a.len() == b.len() && a.modified().ok() == b.modified().ok()
+}
+
+fn unix_seconds(at: std::io::Result<SystemTime>) -> i64 {
+    at.ok()
+        .and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+fn abandoned(tmp: &Path) -> Result<Vec<Abandoned>, BlobError> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(tmp).map_err(BlobError::storage("listing"))? {
+        let entry = entry.map_err(BlobError::storage("listing"))?;
+        if !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let Some((_, meta)) =
+            lock_if_abandoned(&entry.path()).map_err(BlobError::storage("listing"))?
+        else {
+            continue;
+        };
+        out.push(Abandoned {
+            name: entry.file_name().to_string_lossy().into_owned(),
+            size: meta.len(),
+            written_at: unix_seconds(meta.modified()),
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
 }
 
 /// What the writer thread is sent.
@@ -207,6 +260,41 @@ impl BlobStore for FsBlobStore {
                 .map_err(|e| BlobError::storage("listing")(std::io::Error::other(e)))?
         })
     }
+
+    fn abandoned(&self) -> BoxFuture<'_, Result<Vec<Abandoned>, BlobError>> {
+        let tmp = self.root.join("tmp");
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || abandoned(&tmp))
+                .await
+                .map_err(|e| BlobError::storage("listing")(std::io::Error::other(e)))?
+        })
+    }
+
+    fn remove_abandoned(&self, which: &Abandoned) -> BoxFuture<'_, Result<bool, BlobError>> {
+        let name = which.name.clone();
+        let tmp = self.root.join("tmp");
+        Box::pin(async move {
+            // Names come from `abandoned`; anything else is not ours to touch.
+            if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+                return Ok(false);
+            }
+            let path = tmp.join(name);
+            tokio::task::spawn_blocking(move || -> std::io::Result<bool> {
+                // Unlinked while locked, so no writer can have taken it in between.
+                let Some((_locked, _)) = lock_if_abandoned(&path)? else {
+                    return Ok(false);
+                };
+                match std::fs::remove_file(&path) {
+                    Ok(()) => Ok(true),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+                    Err(e) => Err(e),
+                }
+            })
+            .await
+            .map_err(|e| BlobError::storage("cleaning")(std::io::Error::other(e)))?
+            .map_err(BlobError::storage("cleaning"))
+        })
+    }
 }
 
 /// The writer thread: hashes and writes what arrives; on `End` checks the digest and
@@ -228,11 +316,7 @@ fn write(
             }
         }
     }
-    let mut file = File::options()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .map_err(BlobError::storage("creating a temporary file"))?;
+    let (mut file, tmp) = create_locked(tmp)?;
     let mut guard = Remove(&tmp, true);
     let mut hasher = sha2::Sha256::new();
     let mut written = 0u64;
@@ -267,16 +351,47 @@ fn write(
         });
     }
     file.sync_all().map_err(BlobError::storage("syncing"))?;
-    drop(file);
     let dir = target.parent().expect("a blob path has a parent");
     if !dir.exists() {
         std::fs::create_dir_all(dir).map_err(BlobError::storage("creating"))?;
         sync_dir(dir.parent().expect("a shard has a parent"))?;
     }
+    // Still open, so still locked: the file is never abandoned-looking before it has
+    // its name.
     std::fs::rename(&tmp, &target).map_err(BlobError::storage("renaming"))?;
     guard.1 = false;
+    drop(file);
     sync_dir(dir)?;
     Ok(written)
+}
+
+/// Creates the temporary file `tmp` (a fresh name) and takes its lock. A cleaner can
+/// see the file between the two steps and remove it as abandoned; the writer then finds
+/// its name gone or taken, and starts again under a new one.
+fn create_locked(tmp: PathBuf) -> Result<(File, PathBuf), BlobError> {
+    let mut tmp = tmp;
+    for _ in 0..8 {
+        let file = File::options()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(BlobError::storage("creating a temporary file"))?;
+        file.lock()
+            .map_err(BlobError::storage("locking a temporary file"))?;
+        let ours = file.metadata().map_err(BlobError::storage("locking"))?;
+        if std::fs::symlink_metadata(&tmp).is_ok_and(|now| same_file(&now, &ours)) {
+            return Ok((file, tmp));
+        }
+        let name = tmp
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let stem = name.split('.').next().unwrap_or_default().to_owned();
+        tmp.set_file_name(format!("{stem}.{}", crate::token::random_hex(8)));
+    }
+    Err(BlobError::storage("creating a temporary file")(
+        std::io::Error::other("its name kept being removed"),
+    ))
 }
 
 #[cfg(unix)]
@@ -348,11 +463,7 @@ fn list(root: &Path) -> Result<Vec<Listed>, BlobError> {
                 continue;
             };
             let meta = entry.metadata().map_err(BlobError::storage("listing"))?;
-            let written_at = meta
-                .modified()
-                .ok()
-                .and_then(|m| m.duration_since(SystemTime::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_secs() as i64);
+            let written_at = unix_seconds(meta.modified());
             out.push(Listed {
                 digest,
                 size: meta.len(),

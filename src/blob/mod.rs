@@ -40,6 +40,17 @@ pub struct Listed {
     pub written_at: i64,
 }
 
+/// What a write that died left behind (partial bytes nobody will finish), for
+/// collection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Abandoned {
+    /// The store's own name for it (a file under `blobs/tmp/` for [`FsBlobStore`]).
+    pub name: String,
+    pub size: u64,
+    /// Seconds since the Unix epoch of its last write.
+    pub written_at: i64,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum BlobError {
     #[error("the bytes hash to {actual}, not {expected}")]
@@ -103,6 +114,14 @@ pub trait BlobStore: Send + Sync + 'static {
 
     /// Every stored blob, in no particular order.
     fn list(&self) -> BoxFuture<'_, Result<Vec<Listed>, BlobError>>;
+
+    /// Writes whose process died before finishing them: never one still in progress,
+    /// in this process or another sharing the store.
+    fn abandoned(&self) -> BoxFuture<'_, Result<Vec<Abandoned>, BlobError>>;
+
+    /// Removes an abandoned write [`BlobStore::abandoned`] listed; false when it is gone
+    /// or no longer abandoned.
+    fn remove_abandoned(&self, which: &Abandoned) -> BoxFuture<'_, Result<bool, BlobError>>;
 }
 
 /// Reads a whole blob into memory: for manifests and configs, which are small and

@@ -57,7 +57,8 @@ enum MirrorCommand {
         #[command(flatten)]
         deadlines: DeadlineArgs,
     },
-    /// Remove blobs no mirrored image records. Dry run unless `--delete`.
+    /// Remove blobs no mirrored image records, and the temporary files of downloads
+    /// whose process died (killed mid-transfer). Dry run unless `--delete`.
     Gc {
         /// Remove them (otherwise only list them).
         #[arg(long)]
@@ -122,6 +123,29 @@ pub(super) fn open_blobs(data_dir: &std::path::Path) -> anyhow::Result<Arc<dyn B
     Ok(Arc::new(store))
 }
 
+/// Removes what downloads killed mid-transfer left in the blob store (see
+/// `BlobStore::abandoned`: never a download still running, here or in another process
+/// on the data directory). `serve` and `mirror run` do it as they start, so a kill
+/// costs disk only until the next start. Returns the files and bytes removed.
+pub(super) async fn remove_abandoned_writes(blobs: &dyn BlobStore) -> anyhow::Result<(usize, u64)> {
+    let mut removed = (0, 0);
+    for a in blobs
+        .abandoned()
+        .await
+        .context("listing unfinished blob downloads")?
+    {
+        if blobs
+            .remove_abandoned(&a)
+            .await
+            .context("removing an unfinished blob download")?
+        {
+            removed.0 += 1;
+            removed.1 += a.size;
+        }
+    }
+    Ok(removed)
+}
+
 /// The upstreams file given with `--upstreams`, or anonymous HTTPS for every host.
 pub(super) fn load_upstreams(
     path: Option<&std::path::Path>,
@@ -156,6 +180,12 @@ pub fn run(args: MirrorArgs) -> anyhow::Result<bool> {
                 jobs,
                 deadlines,
             } => {
+                let (files, bytes) = remove_abandoned_writes(&*blobs).await?;
+                if files > 0 {
+                    println!(
+                        "removed {files} unfinished download(s) of a process that died ({bytes} bytes)"
+                    );
+                }
                 run_now(
                     &store,
                     blobs.clone(),
@@ -388,12 +418,35 @@ async fn gc(
             println!("unreferenced  {} ({} bytes)", b.digest, b.size);
         }
     }
+    // Spared by no age: a download still running holds its file locked and is never
+    // listed, and one whose process died will never be finished.
+    let abandoned = blobs.abandoned().await?;
+    let mut tmp_bytes = 0;
+    let mut tmp_files = 0;
+    for a in &abandoned {
+        if !delete {
+            println!(
+                "unfinished  tmp/{} ({} bytes): a download whose process died",
+                a.name, a.size
+            );
+        } else if blobs.remove_abandoned(a).await? {
+            println!("removed  tmp/{} ({} bytes)", a.name, a.size);
+        } else {
+            continue;
+        }
+        tmp_files += 1;
+        tmp_bytes += a.size;
+    }
     let verb = if delete {
         "removed"
     } else {
         "would be removed (dry run; --delete removes them)"
     };
-    println!("{} blob(s), {bytes} bytes {verb}", unreferenced.len());
+    println!(
+        "{} blob(s) and {tmp_files} unfinished download(s), {} bytes {verb}",
+        unreferenced.len(),
+        bytes + tmp_bytes
+    );
     Ok(true)
 }
 

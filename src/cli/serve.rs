@@ -212,6 +212,14 @@ async fn open_registry(
     Option<std::sync::Arc<crate::mirror::Mirror>>,
 )> {
     let blobs = super::mirror::open_blobs(&args.data_dir)?;
+    let (files, bytes) = super::mirror::remove_abandoned_writes(&*blobs).await?;
+    if files > 0 {
+        tracing::info!(
+            files,
+            bytes,
+            "removed unfinished blob downloads of a process that died"
+        );
+    }
     let linked = store
         .enqueue_unlinked_images(crate::clock::now())
         .await

@@ -26,8 +26,6 @@ pub enum RegistryError {
     ManifestUnknown { name: String, reference: String },
     #[error("blob `{digest}` is not known in `{name}`")]
     BlobUnknown { name: String, digest: String },
-    #[error("`{0}` is neither a tag nor a digest")]
-    ReferenceInvalid(String),
     #[error("{0}")]
     DigestInvalid(#[from] crate::blob::DigestError),
     #[error("a stored blob is missing or unreadable: {0}")]
@@ -58,6 +56,12 @@ impl Registry {
     }
 
     /// A manifest of `repo` by digest or by tag; with its bytes unless `head`.
+    ///
+    /// A reference that is neither a tag nor a sha256 digest names nothing we could
+    /// hold, so it is as unknown as any other: the distribution spec lists 404 as the
+    /// only failure of a manifest pull (end-3), its `DIGEST_INVALID` is about pushed
+    /// content not matching its digest, and the conformance suite pulls
+    /// `.INVALID_MANIFEST_NAME` expecting 404.
     pub async fn manifest(
         &self,
         repo: &Repo,
@@ -68,25 +72,25 @@ impl Registry {
             name: repo.name.clone(),
             reference: reference.chars().take(140).collect(),
         };
-        let digest = if reference.contains(':') {
-            reference.parse::<Digest>()?
-        } else if is_tag(reference) {
-            let digest = self
-                .store
+        let digest = if is_tag(reference) {
+            self.store
                 .served_tag(&repo.host, &repo.path, reference)
                 .await?
-                .ok_or_else(unknown)?;
-            digest.parse::<Digest>()?
+                .and_then(|d| d.parse::<Digest>().ok())
         } else {
-            return Err(RegistryError::ReferenceInvalid(
-                reference.chars().take(140).collect(),
-            ));
+            reference.parse::<Digest>().ok()
         };
-        let found = self
-            .store
-            .served_manifest(&repo.host, &repo.path, digest.as_str())
-            .await?
-            .ok_or_else(unknown)?;
+        let found = match &digest {
+            Some(digest) => {
+                self.store
+                    .served_manifest(&repo.host, &repo.path, digest.as_str())
+                    .await?
+            }
+            None => None,
+        };
+        let (Some(digest), Some(found)) = (digest, found) else {
+            return Err(self.miss(repo, unknown()).await);
+        };
         let bytes = if head {
             None
         } else {
@@ -104,22 +108,39 @@ impl Registry {
         })
     }
 
-    /// The size of a blob `repo` serves.
+    /// The size of a blob `repo` serves. Anything but a sha256 digest is unknown, as
+    /// for manifests (end-2 lists 404 only).
     pub async fn blob_size(
         &self,
         repo: &Repo,
         digest: &str,
     ) -> Result<(Digest, u64), RegistryError> {
-        let digest: Digest = digest.parse()?;
-        let size = self
+        let unknown = || RegistryError::BlobUnknown {
+            name: repo.name.clone(),
+            digest: digest.chars().take(140).collect(),
+        };
+        let Ok(digest) = digest.parse::<Digest>() else {
+            return Err(self.miss(repo, unknown()).await);
+        };
+        match self
             .store
             .served_blob(&repo.host, &repo.path, digest.as_str())
             .await?
-            .ok_or_else(|| RegistryError::BlobUnknown {
-                name: repo.name.clone(),
-                digest: digest.to_string(),
-            })?;
-        Ok((digest, size))
+        {
+            Some(size) => Ok((digest, size)),
+            None => Err(self.miss(repo, unknown()).await),
+        }
+    }
+
+    /// What a miss in `repo` is: `unknown` when the repository serves something,
+    /// `NameUnknown` when it serves nothing (never mirrored, or not pinned at all).
+    /// Asked only after a miss, so a hit costs no extra query.
+    async fn miss(&self, repo: &Repo, unknown: RegistryError) -> RegistryError {
+        match self.store.served_repository(&repo.host, &repo.path).await {
+            Ok(true) => unknown,
+            Ok(false) => RegistryError::NameUnknown(repo.name.clone()),
+            Err(e) => e.into(),
+        }
     }
 
     /// A blob's bytes (all or `range`), once [`Registry::blob_size`] said it is served.
@@ -151,7 +172,9 @@ impl Registry {
             .await?)
     }
 
-    /// Manifests of `repo` that refer to `digest`, optionally of one artifact type.
+    /// Manifests of `repo` that refer to `digest`, optionally of one artifact type. An
+    /// invalid digest is `DigestInvalid` here: the spec says a referrers request with
+    /// one MUST be answered 400.
     pub async fn referrers(
         &self,
         repo: &Repo,

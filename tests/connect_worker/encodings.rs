@@ -171,22 +171,16 @@ async fn binary_and_json_encodings_agree_and_errors_use_connects_body() {
     );
 }
 
-/// In process: the worker's router over an in-memory store, driven with `oneshot`.
-#[tokio::test]
-async fn in_process_the_router_serves_both_encodings_per_organization() {
-    use axum::body::Body;
-    use axum::http::Request;
-    use http_body_util::BodyExt;
+/// The worker's router over an in-memory store with one preset, and a reader token.
+async fn in_process(dir: &std::path::Path) -> (axum::Router, String) {
     use marketplace::sync::config::Config;
     use marketplace::sync::sideload::Scope;
     use marketplace::sync::store::SyncStore;
     use marketplace::sync::worker::Worker;
-    use tower::ServiceExt;
 
-    let dir = tempfile::tempdir().unwrap();
     let config = Config::parse(
         "fundament:\n  presets:\n    - {name: edge, description: Ingress and TLS, plugins: [cert-manager]}\n",
-        dir.path(),
+        dir,
     )
     .unwrap();
     let store = SyncStore::open_in_memory().await.unwrap();
@@ -195,21 +189,51 @@ async fn in_process_the_router_serves_both_encodings_per_organization() {
         .await
         .unwrap();
     let worker = std::sync::Arc::new(Worker::with_store(config, store).await.unwrap());
-    let app = marketplace::api::worker::router(worker);
+    (marketplace::api::worker::router(worker), reader)
+}
+
+/// A unary call to `app` in process, with `headers`: status and body.
+async fn call_in_process(
+    app: &axum::Router,
+    uri: String,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> (u16, Vec<u8>) {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let mut req = axum::http::Request::post(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let res = app
+        .clone()
+        .oneshot(req.body(axum::body::Body::from(body)).unwrap())
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    (
+        status,
+        res.into_body().collect().await.unwrap().to_bytes().to_vec(),
+    )
+}
+
+/// In process: the worker's router over an in-memory store, driven with `oneshot`.
+#[tokio::test]
+async fn in_process_the_router_serves_both_encodings_per_organization() {
+    let dir = tempfile::tempdir().unwrap();
+    let (app, reader) = in_process(dir.path()).await;
+    let bearer = format!("Bearer {reader}");
     let send = |org: &str, method: &str, content_type: &str, body: Vec<u8>| {
-        let req = Request::post(format!("/orgs/{org}/{SERVICE}/{method}"))
-            .header("content-type", content_type)
-            .header("authorization", format!("Bearer {reader}"))
-            .body(Body::from(body))
-            .unwrap();
+        let uri = format!("/orgs/{org}/{SERVICE}/{method}");
         let app = app.clone();
+        let bearer = bearer.clone();
+        let content_type = content_type.to_owned();
         async move {
-            let res = app.oneshot(req).await.unwrap();
-            let status = res.status().as_u16();
-            (
-                status,
-                res.into_body().collect().await.unwrap().to_bytes().to_vec(),
-            )
+            let headers = [
+                ("content-type", content_type.as_str()),
+                ("authorization", bearer.as_str()),
+            ];
+            call_in_process(&app, uri, &headers, body).await
         }
     };
 
@@ -248,4 +272,44 @@ async fn in_process_the_router_serves_both_encodings_per_organization() {
     let (status, body) = send("blue", "GetPlugin", "application/json", b"{}".to_vec()).await;
     assert_eq!(status, 404, "an unknown method");
     assert!(String::from_utf8_lossy(&body).contains("\"code\""));
+}
+
+/// The service's 2 MiB limit holds for the message a gzip-compressed body inflates to,
+/// not only for the bytes on the wire; compressed requests of a normal size are served.
+#[tokio::test]
+async fn the_limit_applies_to_the_decompressed_message() {
+    use std::io::Write;
+    let gzip = |bytes: &[u8]| {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gz.write_all(bytes).unwrap();
+        gz.finish().unwrap()
+    };
+    // `ListPlugins` in proto3 JSON, padded with whitespace to `size` bytes.
+    let padded = |size: usize| {
+        let mut body = b"{".to_vec();
+        body.resize(size - 1, b' ');
+        body.push(b'}');
+        body
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (app, reader) = in_process(dir.path()).await;
+    let bearer = format!("Bearer {reader}");
+    let uri = format!("/orgs/blue/{SERVICE}/ListPlugins");
+    let headers = [
+        ("content-type", "application/json"),
+        ("content-encoding", "gzip"),
+        // Without it Connect answers in the request's encoding.
+        ("accept-encoding", "identity"),
+        ("authorization", bearer.as_str()),
+    ];
+    let big = gzip(&padded(3 * 1024 * 1024));
+    assert!(big.len() < 64 * 1024, "small on the wire");
+    let (status, body) = call_in_process(&app, uri.clone(), &headers, big).await;
+    let reply: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(reply["code"], "resource_exhausted", "{status} {reply}");
+
+    let (status, body) = call_in_process(&app, uri, &headers, gzip(&padded(4096))).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let reply: Value = serde_json::from_slice(&body).unwrap();
+    assert!(!reply["plugins"].as_array().unwrap().is_empty(), "{reply}");
 }

@@ -41,6 +41,7 @@ pub fn router(state: &AppState) -> axum::Router<AppState> {
             state: state.clone(),
         })
         .register(connectrpc::Router::new()),
+        LIMITS,
     );
     let routes = axum::Router::new().route_service("/catalog.v1.CatalogService/{method}", connect);
     LIMITS.apply(routes, render)

@@ -94,12 +94,16 @@ pub fn render(e: HttpError) -> Response {
     to_connect(e).with_http_status(status).into_response()
 }
 
-/// A Connect service over `router` with our message limits.
-pub fn service(router: connectrpc::Router) -> ConnectRpcService {
+/// A Connect service over `router` held to its surface's `limits`. The surface's body
+/// limit (applied by `Limits::apply`) counts bytes on the wire; a compressed body
+/// (`Content-Encoding`, `Connect-Content-Encoding`, a gRPC envelope's flag) inflates
+/// past it, so the same number bounds each message after decompression, which
+/// connectrpc enforces while inflating (a gzip bomb never allocates more).
+pub fn service(router: connectrpc::Router, limits: Limits) -> ConnectRpcService {
     ConnectRpcService::new(router).with_limits(
         connectrpc::Limits::default()
-            .with_max_request_body_size(LIMITS.body_bytes)
-            .with_max_message_size(LIMITS.body_bytes),
+            .with_max_request_body_size(limits.body_bytes)
+            .with_max_message_size(limits.body_bytes),
     )
 }
 

@@ -45,8 +45,10 @@ struct Org(String);
 
 /// The routes to mount in the worker's router.
 pub fn router(worker: Arc<Worker>) -> axum::Router {
-    let connect =
-        super::service(Arc::new(OrgPlugins { worker }).register(connectrpc::Router::new()));
+    let connect = super::service(
+        Arc::new(OrgPlugins { worker }).register(connectrpc::Router::new()),
+        super::LIMITS,
+    );
     axum::Router::new()
         .route(
             "/orgs/{org}/organization.v1.PluginService/{method}",

@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use futures_util::TryStreamExt;
 
 use super::*;
@@ -125,16 +127,18 @@ async fn bytes_that_do_not_match_leave_nothing_under_the_digest() {
 }
 
 #[tokio::test]
-async fn an_abandoned_write_removes_its_file_and_a_dead_one_is_cleaned_on_open() {
+async fn a_cancelled_write_removes_its_file_and_only_dead_writes_are_abandoned() {
     let dir = tempfile::tempdir().unwrap();
     let store = FsBlobStore::open(dir.path()).unwrap();
     let digest = Digest::of(b"never finished");
-    // A body that yields one chunk and then never ends; the write is dropped.
-    let stuck: ByteStream = Box::pin(
-        futures_util::stream::once(async { Ok(Bytes::from_static(b"never")) })
-            .chain(futures_util::stream::pending()),
-    );
-    let write = store.put(&digest, None, stuck);
+    // A body that yields one chunk and then never ends.
+    let stuck = || -> ByteStream {
+        Box::pin(
+            futures_util::stream::once(async { Ok(Bytes::from_static(b"never")) })
+                .chain(futures_util::stream::pending()),
+        )
+    };
+    let write = store.put(&digest, None, stuck());
     assert!(
         tokio::time::timeout(Duration::from_millis(200), write)
             .await
@@ -149,22 +153,64 @@ async fn an_abandoned_write_removes_its_file_and_a_dead_one_is_cleaned_on_open()
     }
     assert_eq!(tmp_files(dir.path()), 0);
 
-    // A temporary file left by a killed process: kept while fresh, removed once stale.
-    let left = dir.path().join("tmp").join("dead-write");
-    std::fs::write(&left, b"partial").unwrap();
-    FsBlobStore::open(dir.path()).unwrap();
-    assert!(
-        left.exists(),
-        "a fresh file may be a write in progress elsewhere"
-    );
-    File::options()
-        .write(true)
-        .open(&left)
+    // A write in progress is never abandoned, seen from this store or from another
+    // opened on the same directory (as another process would).
+    let live = tokio::spawn({
+        let store = store.clone();
+        let digest = digest.clone();
+        async move { store.put(&digest, None, stuck()).await }
+    });
+    for _ in 0..100 {
+        if tmp_files(dir.path()) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(tmp_files(dir.path()), 1);
+    let other = FsBlobStore::open(dir.path()).unwrap();
+    assert_eq!(other.abandoned().await.unwrap(), []);
+    assert_eq!(store.abandoned().await.unwrap(), []);
+    let name = std::fs::read_dir(dir.path().join("tmp"))
         .unwrap()
-        .set_modified(SystemTime::now() - 2 * STALE_TMP)
-        .unwrap();
-    FsBlobStore::open(dir.path()).unwrap();
+        .next()
+        .unwrap()
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    let live_one = Abandoned {
+        name,
+        size: 5,
+        written_at: 0,
+    };
+    assert!(!other.remove_abandoned(&live_one).await.unwrap());
+    assert_eq!(tmp_files(dir.path()), 1);
+
+    // What a killed process leaves: its file, no lock. Listed, with its size, and
+    // removed; anything outside `tmp/` is never touched.
+    let left = dir
+        .path()
+        .join("tmp")
+        .join(format!("{}.0123abcd", digest.hex()));
+    std::fs::write(&left, b"partial").unwrap();
+    let found = other.abandoned().await.unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(
+        (found[0].name.as_str(), found[0].size),
+        (left.file_name().unwrap().to_str().unwrap(), 7)
+    );
+    for outside in ["../sha256", "", ".", ".."] {
+        let bad = Abandoned {
+            name: outside.into(),
+            ..found[0].clone()
+        };
+        assert!(!other.remove_abandoned(&bad).await.unwrap(), "{outside:?}");
+    }
+    assert!(other.remove_abandoned(&found[0]).await.unwrap());
     assert!(!left.exists());
+    assert!(!other.remove_abandoned(&found[0]).await.unwrap(), "gone");
+    assert_eq!(tmp_files(dir.path()), 1, "the live write keeps its file");
+    live.abort();
     assert_eq!(store.stat(&digest).await.unwrap(), None);
 }
 
