@@ -100,10 +100,13 @@ impl FetchError {
             }
             source = s.source();
         }
-        let detail = quote(&chain(&e));
-        if e.is_timeout() {
+        // The URL is ours (or a redirect's, already named by the refusal rules): without
+        // it the cause fits in what `quote` keeps.
+        let (timeout, connect) = (e.is_timeout(), e.is_connect());
+        let detail = quote(&chain(&e.without_url()));
+        if timeout {
             FetchError::Timeout { detail }
-        } else if e.is_connect() {
+        } else if connect {
             FetchError::Connect { detail }
         } else {
             FetchError::Transport { detail }
