@@ -82,8 +82,8 @@ fn api_errors(api: &serde_json::Value) -> String {
 }
 
 /// An upstream's redirects to the marketplace's own network are refused: another
-/// loopback port, a link-local address, a name that resolves to loopback, and (from an
-/// HTTPS upstream) plain HTTP. The internal service is never reached, and nothing it
+/// loopback port, a link-local address, a name that resolves to loopback, (from an
+/// HTTPS upstream) plain HTTP, and a token realm on another host. The internal service is never reached, and nothing it
 /// could have said, nor where it is, appears on the page or in the API.
 #[tokio::test]
 async fn redirects_into_the_marketplaces_network_are_refused_and_nothing_leaks() {
@@ -94,6 +94,9 @@ async fn redirects_into_the_marketplaces_network_are_refused_and_nothing_leaks()
     let tls = oci::Tls::make(&dir.path().join("tls"));
     let upstream = Hostile::start();
     let secure = Hostile::start_tls(&tls);
+    // Its challenge sends the mirror to the internal service for a token.
+    let realmed = Hostile::start();
+    realmed.require_token_at(&format!("{}/token", internal.url));
 
     // Each image's manifest redirects somewhere it must not go.
     let cases = [
@@ -118,6 +121,8 @@ async fn redirects_into_the_marketplaces_network_are_refused_and_nothing_leaks()
             &secure,
             format!("http://{}/v2/acme/x/manifests/y", secure.addr),
         ),
+        // No redirect: the manifest is there, behind the challenge.
+        ("realm", &realmed, String::new()),
     ];
     // The link-local address and the name are even allowed as redirect targets: the
     // address rule still refuses them. The internal service's own address is allowed
@@ -125,21 +130,24 @@ async fn redirects_into_the_marketplaces_network_are_refused_and_nothing_leaks()
     let path = upstreams(
         dir.path(),
         &format!(
-            "  - host: {}\n    insecure: true\n    redirects: ['169.254.169.254', 'localhost:{internal_port}']\n  - host: {}\n    caFile: {}\n    redirects: ['{}']\n",
+            "  - host: {}\n    insecure: true\n    redirects: ['169.254.169.254', 'localhost:{internal_port}']\n  - host: {}\n    caFile: {}\n    redirects: ['{}']\n  - host: {}\n    insecure: true\n",
             upstream.addr,
             secure.addr,
             tls.ca.display(),
-            internal.addr
+            internal.addr,
+            realmed.addr
         ),
     );
     let (m, server) = marketplace(dir.path(), &path, &[]);
     let mut images = Vec::new();
     for (name, host, to) in &cases {
         let (digest, _) = host.image(&format!("acme/{name}"), 1000);
-        host.act(
-            &format!("/v2/acme/{name}/manifests/{digest}"),
-            Act::Redirect(to.clone()),
-        );
+        if !to.is_empty() {
+            host.act(
+                &format!("/v2/acme/{name}/manifests/{digest}"),
+                Act::Redirect(to.clone()),
+            );
+        }
         let image = format!("{}/acme/{name}@{digest}", host.addr);
         publish(&m, &server, name, &image).await;
         images.push((name, image));
@@ -147,16 +155,24 @@ async fn redirects_into_the_marketplaces_network_are_refused_and_nothing_leaks()
 
     let mut details = Vec::new();
     for (name, image) in &images {
+        let refused = if **name == "realm" {
+            "token realm refused"
+        } else {
+            "redirect refused"
+        };
         let failed = until_status(&m.data, image, "failed").await;
         let public = failed["lastError"].as_str().unwrap();
-        assert!(public.ends_with(": redirect refused"), "{name}: {public}");
+        assert!(
+            public.ends_with(&format!(": {refused}")),
+            "{name}: {public}"
+        );
         details.push(failed["lastErrorDetail"].as_str().unwrap().to_owned());
 
         let (page, api) = public_view(&server, name).await;
         let errors = api_errors(&api);
-        assert!(errors.contains("redirect refused"), "{name}: {api}");
+        assert!(errors.contains(refused), "{name}: {api}");
         assert!(
-            page.contains("Mirror failed:") && page.contains("redirect refused"),
+            page.contains("Mirror failed:") && page.contains(refused),
             "{name}: {page}"
         );
         for shown in [&page, &errors] {
@@ -178,6 +194,7 @@ async fn redirects_into_the_marketplaces_network_are_refused_and_nothing_leaks()
         "localhost resolves to ",
         "a redirect from HTTPS to plain HTTP",
         "a redirect from HTTPS to plain HTTP",
+        "token realm refused: http://127.0.0.1:",
     ];
     for ((detail, why), (name, _)) in details.iter().zip(why).zip(&images) {
         assert!(detail.contains(why), "{name}: {detail}");

@@ -32,8 +32,8 @@ const SHOWN_CHARS: usize = 200;
 /// our words only, for pages and the public API.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
-    #[error("{} refused: {refusal}", if *.redirect { "redirect" } else { "request" })]
-    Refused { redirect: bool, refusal: Refusal },
+    #[error("{hop} refused: {refusal}")]
+    Refused { hop: Hop, refusal: Refusal },
     #[error("the upstream answered {status}{}", said_suffix(.said))]
     Status { status: u16, said: String },
     #[error("authentication failed: {detail}")]
@@ -50,6 +50,25 @@ pub enum FetchError {
     Invalid { detail: String },
 }
 
+/// Which request of an exchange a refusal stopped: the one we built, one an upstream
+/// redirected us to, or its token realm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hop {
+    Request,
+    Redirect,
+    Realm,
+}
+
+impl std::fmt::Display for Hop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Hop::Request => "request",
+            Hop::Redirect => "redirect",
+            Hop::Realm => "token realm",
+        })
+    }
+}
+
 fn said_suffix(text: &str) -> String {
     if text.is_empty() {
         String::new()
@@ -62,12 +81,11 @@ impl FetchError {
     /// What failed, in our words: nothing an upstream sent or chose appears here.
     pub fn public(&self) -> String {
         match self {
-            FetchError::Refused { redirect: true, .. } => "redirect refused".into(),
             FetchError::Refused {
+                hop: Hop::Request,
                 refusal: Refusal::Address { .. },
-                ..
             } => "the upstream's address is not allowed".into(),
-            FetchError::Refused { .. } => "request refused".into(),
+            FetchError::Refused { hop, .. } => format!("{hop} refused"),
             FetchError::Status { status, .. } => format!("the upstream answered {status}"),
             FetchError::Auth { .. } => "authentication with the upstream failed".into(),
             FetchError::TooLarge { what, limit } => {
@@ -89,12 +107,12 @@ impl FetchError {
 
     /// A reqwest error, classified; our own refusal (from the resolver) is found in
     /// its causes.
-    fn from_reqwest(e: reqwest::Error, redirect: bool) -> FetchError {
+    fn from_reqwest(e: reqwest::Error, hop: Hop) -> FetchError {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
         while let Some(s) = source {
             if let Some(refusal) = s.downcast_ref::<Refusal>() {
                 return FetchError::Refused {
-                    redirect,
+                    hop,
                     refusal: refusal.clone(),
                 };
             }
@@ -297,7 +315,7 @@ impl Client {
             .start(&url)
             .await
             .map_err(|refusal| FetchError::Refused {
-                redirect: false,
+                hop: Hop::Request,
                 refusal,
             })?;
         let mut redirects = 0;
@@ -314,16 +332,20 @@ impl Client {
             if own && let Some(a) = self.cached_authorization(repository) {
                 request = request.header(AUTHORIZATION, a);
             }
-            let response = request
-                .send()
-                .await
-                .map_err(|e| FetchError::from_reqwest(e, redirects > 0))?;
+            let response = request.send().await.map_err(|e| {
+                let hop = if redirects > 0 {
+                    Hop::Redirect
+                } else {
+                    Hop::Request
+                };
+                FetchError::from_reqwest(e, hop)
+            })?;
             let status = response.status();
             if status.is_redirection() && response.headers().contains_key(LOCATION) {
                 redirects += 1;
                 if redirects > MAX_REDIRECTS {
                     return Err(FetchError::Refused {
-                        redirect: true,
+                        hop: Hop::Redirect,
                         refusal: Refusal::TooManyRedirects,
                     });
                 }
@@ -332,7 +354,7 @@ impl Client {
                     .follow(&url, &next)
                     .await
                     .map_err(|refusal| FetchError::Refused {
-                        redirect: true,
+                        hop: Hop::Redirect,
                         refusal,
                     })?;
                 url = next;
@@ -431,7 +453,7 @@ impl Client {
             .follow(from, &url)
             .await
             .map_err(|refusal| FetchError::Refused {
-                redirect: true,
+                hop: Hop::Realm,
                 refusal,
             })?;
         {
@@ -448,7 +470,7 @@ impl Client {
         let response = request
             .send()
             .await
-            .map_err(|e| FetchError::from_reqwest(e, true))?;
+            .map_err(|e| FetchError::from_reqwest(e, Hop::Realm))?;
         let status = response.status();
         if !status.is_success() {
             let said = read_said(response).await;
@@ -506,7 +528,7 @@ async fn read_capped(
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| FetchError::from_reqwest(e, false))?
+        .map_err(|e| FetchError::from_reqwest(e, Hop::Request))?
     {
         if (body.len() + chunk.len()) as u64 > max {
             return Err(too_large());
@@ -593,7 +615,7 @@ mod tests {
                 detail: quote(secret),
             },
             FetchError::Refused {
-                redirect: true,
+                hop: Hop::Redirect,
                 refusal: Refusal::OtherHost {
                     to: "http://SECRET.internal".into(),
                 },

@@ -40,6 +40,8 @@ struct Inner {
     seen: Mutex<Vec<(String, Option<String>)>>,
     /// Basic credentials its token realm wants; with them, `/v2/` wants a token.
     bearer: Mutex<Option<(String, String)>>,
+    /// The realm its challenge names, when not its own `/token`.
+    realm: Mutex<Option<String>>,
     everything: Mutex<Option<String>>,
     /// Bytes of `Endless` bodies sent so far.
     sent: AtomicU64,
@@ -175,6 +177,12 @@ impl Hostile {
         *self.inner.bearer.lock().unwrap() = Some((user.to_owned(), password.to_owned()));
     }
 
+    /// As [`Hostile::require_token`], with the challenge naming `realm` instead.
+    pub fn require_token_at(&self, realm: &str) {
+        self.require_token("nobody", "nothing");
+        *self.inner.realm.lock().unwrap() = Some(realm.to_owned());
+    }
+
     /// Answers every request `200` with `body`: an internal service.
     pub fn answer_everything(&self, body: &str) {
         *self.inner.everything.lock().unwrap() = Some(body.to_owned());
@@ -253,7 +261,12 @@ async fn serve(State(inner): State<Arc<Inner>>, req: Request) -> Response {
             return axum::Json(serde_json::json!({ "token": TOKEN })).into_response();
         }
         if authorization.as_deref() != Some(&format!("Bearer {TOKEN}")) {
-            let realm = format!("{}/token", inner.base.lock().unwrap());
+            let realm = inner
+                .realm
+                .lock()
+                .unwrap()
+                .clone()
+                .unwrap_or_else(|| format!("{}/token", inner.base.lock().unwrap()));
             return Response::builder()
                 .status(StatusCode::UNAUTHORIZED)
                 .header(
