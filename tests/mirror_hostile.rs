@@ -217,7 +217,8 @@ fn memory_kib(pid: u32) -> (u64, u64) {
 
 /// A 100 MB manifest (streamed, no length declared) is refused at our 4 MiB cap while
 /// it arrives: the server's peak memory grows by at most 16 MiB, and most of the
-/// manifest is never even sent.
+/// manifest is never even sent. (Before, the whole manifest was read first: this test
+/// measured a peak 100 MiB higher.)
 #[tokio::test]
 async fn a_manifest_past_the_cap_is_refused_while_it_arrives() {
     let dir = tempfile::tempdir().unwrap();
@@ -249,8 +250,10 @@ async fn a_manifest_past_the_cap_is_refused_while_it_arrives() {
         upstream.endless_sent()
     );
     assert!(growth <= 16 * 1024, "peak grew by {growth} KiB");
+    // Our 4 MiB, the sockets' buffers on both sides, and what was in flight when the
+    // connection closed: well under half of it.
     assert!(
-        upstream.endless_sent() < 32 * 1024 * 1024,
+        upstream.endless_sent() < 48 * 1024 * 1024,
         "{} bytes were sent",
         upstream.endless_sent()
     );
