@@ -25,6 +25,34 @@ pub(crate) fn file_options(path: &Path) -> SqliteConnectOptions {
         .busy_timeout(Duration::from_secs(5))
 }
 
+/// The database was migrated by a newer binary: its schema has migrations this one
+/// does not know, and running on it could write rows the newer code cannot read.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the database was migrated by a newer version of marketplace (schema version {found}; this binary knows up to {known}): run that version or newer, or restore a backup taken before the upgrade"
+)]
+pub struct SchemaTooNew {
+    pub found: i64,
+    pub known: i64,
+}
+
+/// Refuses a database whose applied migrations go past the last of `migrations`,
+/// before sqlx would report it as an unexplained missing migration.
+async fn ensure_known(pool: &SqlitePool, migrations: &Migrator) -> Result<(), SchemaTooNew> {
+    let known = migrations.iter().map(|m| m.version).max().unwrap_or(0);
+    // A new database has no table yet; any error reading it leaves the verdict to sqlx.
+    let found: Option<i64> =
+        sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+            .fetch_one(pool)
+            .await
+            .ok()
+            .flatten();
+    match found {
+        Some(found) if found > known => Err(SchemaTooNew { found, known }),
+        _ => Ok(()),
+    }
+}
+
 /// A pool on a database file opened with `options` (from [`file_options`]), with
 /// `migrations` applied.
 pub(crate) async fn open_file<E>(
@@ -32,7 +60,7 @@ pub(crate) async fn open_file<E>(
     migrations: &Migrator,
 ) -> Result<SqlitePool, E>
 where
-    E: From<sqlx::Error> + From<MigrateError>,
+    E: From<sqlx::Error> + From<MigrateError> + From<SchemaTooNew>,
 {
     pool(options, FILE_CONNECTIONS, migrations).await
 }
@@ -40,7 +68,7 @@ where
 /// A private in-memory database with `migrations` applied, for tests.
 pub(crate) async fn open_memory<E>(migrations: &Migrator) -> Result<SqlitePool, E>
 where
-    E: From<sqlx::Error> + From<MigrateError>,
+    E: From<sqlx::Error> + From<MigrateError> + From<SchemaTooNew>,
 {
     let options = SqliteConnectOptions::from_str("sqlite::memory:")?.foreign_keys(true);
     // One connection: every connection to :memory: would be its own database.
@@ -53,12 +81,13 @@ async fn pool<E>(
     migrations: &Migrator,
 ) -> Result<SqlitePool, E>
 where
-    E: From<sqlx::Error> + From<MigrateError>,
+    E: From<sqlx::Error> + From<MigrateError> + From<SchemaTooNew>,
 {
     let pool = SqlitePoolOptions::new()
         .max_connections(max)
         .connect_with(options)
         .await?;
+    ensure_known(&pool, migrations).await?;
     migrations.run(&pool).await?;
     Ok(pool)
 }

@@ -219,3 +219,68 @@ async fn opening_the_sync_database_recomputes_stale_summaries() {
     let summary: serde_json::Value = serde_json::from_str(&sideloads[0].3).unwrap();
     assert_eq!(summary["requirements"]["internetAccess"], true);
 }
+
+/// Marks `db` as migrated by a future version: one more applied migration than this
+/// binary knows, as a newer binary leaves it.
+async fn migrate_to_the_future(db: &std::path::Path) {
+    use sqlx::ConnectOptions;
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(db)
+        .connect()
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+         VALUES (99999, 'from a newer version', TRUE, x'00', 0)",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+}
+
+/// A database a newer binary migrated is refused, with a message that says so, by both
+/// stores and by `serve`; it is left as it was.
+#[tokio::test]
+async fn a_database_migrated_by_a_newer_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("marketplace.db");
+    Store::open(&db).await.unwrap().close().await;
+    migrate_to_the_future(&db).await;
+    let Err(err) = Store::open(&db).await else {
+        panic!("a database from a newer version was opened");
+    };
+    let err = err.to_string();
+    assert!(
+        err.contains("migrated by a newer version of marketplace (schema version 99999"),
+        "{err}"
+    );
+
+    let sync_db = dir.path().join("sync.db");
+    drop(marketplace::sync::SyncStore::open(&sync_db).await.unwrap());
+    migrate_to_the_future(&sync_db).await;
+    let Err(err) = marketplace::sync::SyncStore::open(&sync_db).await else {
+        panic!("a sync database from a newer version was opened");
+    };
+    let err = err.to_string();
+    assert!(err.contains("migrated by a newer version"), "{err}");
+
+    // `serve` on a data directory holding that database stops with the same words.
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::copy(&db, data.join("marketplace.db")).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_marketplace"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--mirror",
+            "off",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let text = common::output_text(&o);
+    assert!(!o.status.success(), "{text}");
+    assert!(text.contains("migrated by a newer version"), "{text}");
+}

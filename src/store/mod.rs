@@ -35,6 +35,8 @@ pub enum StoreError {
     Database(sqlx::Error),
     #[error("database migration failed: {0}")]
     Migrate(sqlx::migrate::MigrateError),
+    #[error("{0}")]
+    TooNew(#[from] db::SchemaTooNew),
     #[error(
         "{publisher}/{name} version {version} is already published with hash {existing}; published versions are immutable"
     )]

@@ -23,6 +23,8 @@ pub enum SyncStoreError {
     Db(#[from] sqlx::Error),
     #[error("sync database migration: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("sync database: {0}")]
+    TooNew(#[from] crate::db::SchemaTooNew),
 }
 
 #[derive(Debug, Clone)]
