@@ -25,6 +25,16 @@ pub(crate) fn file_options(path: &Path) -> SqliteConnectOptions {
         .busy_timeout(Duration::from_secs(5))
 }
 
+/// A transaction that writes: it takes the write lock at its start (`BEGIN IMMEDIATE`),
+/// waiting up to the busy timeout for another writer. A deferred transaction that reads
+/// first would hold a snapshot and fail at its first write, at once and without waiting
+/// (`SQLITE_BUSY_SNAPSHOT`), whenever another connection or process committed since.
+pub(crate) async fn begin_write(
+    pool: &SqlitePool,
+) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
+    pool.begin_with("BEGIN IMMEDIATE").await
+}
+
 /// The database was migrated by a newer binary: its schema has migrations this one
 /// does not know, and running on it could write rows the newer code cannot read.
 #[derive(Debug, thiserror::Error)]

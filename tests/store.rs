@@ -284,3 +284,75 @@ async fn a_database_migrated_by_a_newer_version_is_refused() {
     assert!(!o.status.success(), "{text}");
     assert!(text.contains("migrated by a newer version"), "{text}");
 }
+
+/// Writers in two processes' worth of pools on one database file never see "database is
+/// locked": a transaction that reads before it writes takes the write lock first, so it
+/// waits its turn instead of failing when another writer committed after its read.
+#[tokio::test]
+async fn concurrent_writers_on_one_file_wait_their_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("marketplace.db");
+    let a = Store::open(&db).await.unwrap();
+    let b = Store::open(&db).await.unwrap();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..40 {
+        let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+        // Registering a publisher reads whether the name is taken, then writes; so does
+        // inserting a version (the plugin, then its summary).
+        let def = with_version("cert-manager", &format!("1.{i}.0"));
+        tasks.spawn(async move {
+            store
+                .add_publisher(
+                    &format!("pub{i}"),
+                    &[format!("key{i}")],
+                    1,
+                    &format!("{i:064}"),
+                    NOW,
+                )
+                .await?;
+            store
+                .insert_version("acme", &def, NOW + i)
+                .await
+                .map(|_| ())
+        });
+    }
+    let mut failures = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        if let Err(e) = done.unwrap() {
+            failures.push(e.to_string());
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failed: {failures:?}",
+        failures.len()
+    );
+    let plugin = a.plugin("acme", "cert-manager").await.unwrap().unwrap();
+    assert_eq!(a.versions(plugin.id).await.unwrap().len(), 40);
+
+    // The worker's store: sideloads read what the organization holds, then write.
+    let sync_db = dir.path().join("sync.db");
+    let a = marketplace::sync::SyncStore::open(&sync_db).await.unwrap();
+    let b = marketplace::sync::SyncStore::open(&sync_db).await.unwrap();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..40 {
+        let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+        let def = with_version("cert-manager", &format!("2.{i}.0"));
+        tasks.spawn(async move {
+            store
+                .add_sideload("acme", &def, "t1", NOW + i, OnConflict::Refuse)
+                .await
+        });
+    }
+    let mut failures = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        if let Err(e) = done.unwrap() {
+            failures.push(e.to_string());
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failed: {failures:?}",
+        failures.len()
+    );
+}

@@ -142,7 +142,7 @@ impl Store {
     /// Enqueues the images of versions stored before mirroring existed (or by a build
     /// without it); returns how many versions were linked.
     pub async fn enqueue_unlinked_images(&self, now: i64) -> Result<usize, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin_write(&self.pool).await?;
         let rows: Vec<(i64, String)> =
             sqlx::query_as("SELECT id, image FROM plugin_versions WHERE image_id IS NULL")
                 .fetch_all(&mut *tx)
@@ -238,7 +238,7 @@ impl Store {
         keys: &[(String, String)],
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin_write(&self.pool).await?;
         let id: Option<i64> = sqlx::query_scalar("SELECT id FROM publishers WHERE name = ?")
             .bind(publisher)
             .fetch_optional(&mut *tx)
@@ -292,7 +292,7 @@ impl Store {
         verified_by: Option<&str>,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin_write(&self.pool).await?;
         sqlx::query("DELETE FROM mirror_content WHERE image_id = ?")
             .bind(id)
             .execute(&mut *tx)

@@ -28,7 +28,7 @@ impl Store {
         token_sha256: &str,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = crate::db::begin_write(self.pool()).await?;
         let existing: Option<String> =
             sqlx::query_scalar("SELECT public_keys FROM publishers WHERE name = ?")
                 .bind(name)
@@ -111,7 +111,7 @@ impl Store {
         token_sha256: &str,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = crate::db::begin_write(self.pool()).await?;
         insert_token(&mut tx, name, token_sha256, now).await?;
         tx.commit().await?;
         Ok(())
@@ -199,7 +199,7 @@ impl Store {
         files: &[StoredMetadata],
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = crate::db::begin_write(self.pool()).await?;
         let done = sqlx::query(
             "UPDATE publishers SET suspended_at = ?, suspended_delegation = ?
              WHERE name = ? AND suspended_at IS NULL",
@@ -235,7 +235,7 @@ impl Store {
         name: &str,
         files: &[StoredMetadata],
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = crate::db::begin_write(self.pool()).await?;
         let done = sqlx::query(
             "UPDATE publishers SET suspended_at = NULL, suspended_delegation = NULL
              WHERE name = ? AND suspended_at IS NOT NULL",

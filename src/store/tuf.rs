@@ -61,7 +61,7 @@ impl Store {
     /// exists is refused (`MetadataExists`), which is how two concurrent writers of the
     /// same role are told apart: one wins, the other must start again from fresh metadata.
     pub async fn put_metadata(&self, files: &[StoredMetadata]) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = crate::db::begin_write(self.pool()).await?;
         put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
         self.metadata_committed();

@@ -14,7 +14,7 @@ impl Store {
         def: &Definition,
         now: i64,
     ) -> Result<Inserted, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin_write(&self.pool).await?;
         let inserted = insert_version_in(&mut tx, publisher, def, now).await?;
         tx.commit().await?;
         Ok(inserted)
@@ -30,7 +30,7 @@ impl Store {
         files: &[StoredMetadata],
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool().begin().await?;
+        let mut tx = crate::db::begin_write(self.pool()).await?;
         let mut plugins = Vec::new();
         for hash in hashes {
             let ids: Vec<i64> = sqlx::query_scalar(
@@ -66,7 +66,7 @@ impl Store {
         files: &[StoredMetadata],
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin_write(&self.pool).await?;
         for def in defs {
             insert_version_in(&mut tx, publisher, def, now).await?;
             sqlx::query(
@@ -100,7 +100,7 @@ impl Store {
         if ids.is_empty() {
             return Ok(0);
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin_write(&self.pool).await?;
         let mut done = 0;
         for id in ids {
             let versions: Vec<(String, bool)> =
@@ -157,7 +157,7 @@ impl Store {
         if rows.is_empty() {
             return Ok(0);
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin_write(&self.pool).await?;
         let mut done = 0;
         for (id, hash, bytes) in rows {
             let reason = match Definition::parse_published(&bytes) {

@@ -133,7 +133,7 @@ impl SyncStore {
     ) -> Result<Added, SideloadError> {
         check_org(org)?;
         let version = def.version.to_string();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin_write(&self.pool).await?;
         // A version's content is its bytes and the extras beside them: either changed
         // is another version's worth of change.
         let existing: Option<(String, String)> = sqlx::query_as(

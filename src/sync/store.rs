@@ -192,7 +192,7 @@ impl SyncStore {
                     None
                 }
             };
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin_write(&self.pool).await?;
         let mut done = 0;
         for (source, target, bytes, extras) in &sources {
             let Some(json) = summary(&format!("{source}:{target}"), bytes, extras) else {
@@ -272,7 +272,7 @@ impl SyncStore {
     ) -> Result<u64, SyncStoreError> {
         // Few statements, whatever the size of the round: a cold round of 10,000
         // definitions is one JSON list, one update and ~200 multi-row inserts.
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin_write(&self.pool).await?;
         let listed: Vec<&str> = defs.iter().map(|d| d.target.as_str()).collect();
         let kept: Vec<&str> = failing.iter().map(|f| f.publisher.as_str()).collect();
         sqlx::query(
@@ -459,7 +459,7 @@ impl SyncStore {
     /// Forgets the sources no longer configured, with their definitions: an operator
     /// who removes a source from the file expects its plugins to go.
     pub async fn retain_sources(&self, names: &[&str]) -> Result<u64, SyncStoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin_write(&self.pool).await?;
         let existing: Vec<String> = sqlx::query_scalar("SELECT name FROM sources")
             .fetch_all(&mut *tx)
             .await?;
