@@ -70,8 +70,7 @@ pub(crate) fn stored_definition(
 }
 
 /// Trusted metadata versions after a good round.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrustedVersions {
     pub root: u64,
     pub timestamp: u64,
@@ -113,8 +112,7 @@ pub struct StoredRow {
 
 /// A publisher of a source whose roles failed verification in the latest rounds; its
 /// last good definitions are kept.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct PublisherFailure {
     pub publisher: String,
     pub reason: String,
@@ -124,9 +122,8 @@ pub struct PublisherFailure {
     pub consecutive_failures: i64,
 }
 
-/// What `/status` reports for a source.
-#[derive(Debug, Clone, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+/// A source's state as stored: what its last rounds left.
+#[derive(Debug, Clone)]
 pub struct SourceStatus {
     pub name: String,
     pub url: String,

@@ -58,9 +58,9 @@ pub enum PlanRequestError {
     Plan(#[from] PlanError),
 }
 
-/// `/status`: every configured source and the size of the merged base view.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// Every configured source and the size of the merged base view (the local API's
+/// `/status` draws it with its own types).
+#[derive(Debug, Clone)]
 pub struct Status {
     pub sources: Vec<SourceReport>,
     pub builtins: usize,
@@ -83,10 +83,9 @@ pub struct NotInstallable {
     pub fields: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// A configured source: its stored state and its settings.
+#[derive(Debug, Clone)]
 pub struct SourceReport {
-    #[serde(flatten)]
     pub status: SourceStatus,
     pub priority: i64,
     pub interval_seconds: u64,
