@@ -28,8 +28,9 @@ use marketplace::catalog::builtin;
 use marketplace::definition::Definition;
 use marketplace::store::{Content, ContentKind, Store};
 use marketplace::sync::sideload::OnConflict;
-use marketplace::sync::store::{PublisherFailure, SourceDefinition, Trusted, TrustedVersions};
-use marketplace::sync::view::Summary;
+use marketplace::sync::store::{
+    PublisherFailure, SourceDefinition, Trusted, TrustedVersions, summary_json,
+};
 use marketplace::sync::{Config, Scope, Worker};
 use tower::ServiceExt;
 
@@ -335,7 +336,7 @@ sources:
         } else {
             serde_json::to_string(&def.extras).unwrap()
         },
-        bytes: Some((def.bytes.clone(), Summary::of(def).to_json())),
+        bytes: Some((def.bytes.clone(), summary_json(def))),
     };
     let trusted = Trusted {
         versions: TrustedVersions {

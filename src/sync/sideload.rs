@@ -149,7 +149,7 @@ impl SyncStore {
                      token_id = ? WHERE org = ? AND name = ? AND version = ?",
                 )
                 .bind(&def.hash)
-                .bind(super::view::Summary::of(def).to_json())
+                .bind(super::store::summary_json(def))
                 .bind(&def.bytes)
                 .bind(extras_json(def))
                 .bind(now)
@@ -185,7 +185,7 @@ impl SyncStore {
         .bind(def.name())
         .bind(&version)
         .bind(&def.hash)
-        .bind(super::view::Summary::of(def).to_json())
+        .bind(super::store::summary_json(def))
         .bind(&def.bytes)
         .bind(extras_json(def))
         .bind(now)

@@ -1,5 +1,6 @@
 //! The worker's own SQLite database (`DATA_DIR/sync.db`): sources, their last good
-//! state and status. Stores bytes as verified by `round`; it never verifies.
+//! state (definitions, with their summaries in `summary`'s format) and status. Stores
+//! bytes as verified by `round`; it never verifies.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -8,9 +9,12 @@ use sqlx::Row;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqlitePool, SqliteSynchronous};
 
-use super::view::Summary;
 use crate::db;
 use crate::definition::Definition;
+
+mod summary;
+
+pub use summary::{read_summary, summary_json};
 
 static MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sync");
 
@@ -182,7 +186,7 @@ impl SyncStore {
         }
         let summary =
             |what: &str, bytes: &[u8], extras: &str| match stored_definition(bytes, extras) {
-                Ok(def) => Some(Summary::of(&def).to_json()),
+                Ok(def) => Some(summary_json(&def)),
                 Err(e) => {
                     tracing::warn!(definition = what, error = %e,
                     "stored definition no longer validates; left out of views");

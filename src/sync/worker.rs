@@ -273,7 +273,7 @@ impl Worker {
                 continue;
             };
             let summary = match (&r.summary, &r.definition) {
-                (Some(json), _) => serde_json::from_str(json).ok(),
+                (Some(json), _) => super::store::read_summary(json).ok(),
                 (None, Some(bytes)) => super::store::stored_definition(bytes, &r.extras)
                     .ok()
                     .map(|d| Summary::of(&d)),
@@ -307,9 +307,10 @@ impl Worker {
         let base = self.base().await?;
         let mut rows = Vec::new();
         for (name, version, hash, summary) in self.store.sideload_rows(org).await? {
-            let (Ok(version), Ok(summary)) =
-                (parse_version(&version), serde_json::from_str(&summary))
-            else {
+            let (Ok(version), Ok(summary)) = (
+                parse_version(&version),
+                super::store::read_summary(&summary),
+            ) else {
                 continue;
             };
             rows.push(Row {
