@@ -1,6 +1,8 @@
 //! The catalog's JSON read API under `/api/v1/plugins`.
 //!
-//! Layering: HTTP only; calls `catalog` services and store queries.
+//! Layering: HTTP only; calls `catalog` services and store queries. Its answers are its
+//! own types (or the `catalog` service's), never the store's rows, so a column change
+//! cannot change them.
 
 use std::time::Duration;
 
@@ -38,10 +40,42 @@ pub fn router() -> axum::Router<AppState> {
 
 #[derive(Serialize)]
 struct ListResponse {
-    items: Vec<PluginSummary>,
+    items: Vec<ListItem>,
     total: i64,
     page: u32,
     per_page: u32,
+}
+
+/// One plugin of a listing.
+#[derive(Serialize)]
+struct ListItem {
+    publisher: String,
+    name: String,
+    display_name: String,
+    description: String,
+    latest_version: String,
+    tags: Vec<String>,
+    internet_access: bool,
+    privileged: bool,
+    kube_system_deployment: bool,
+    updated_at: i64,
+}
+
+impl From<PluginSummary> for ListItem {
+    fn from(p: PluginSummary) -> Self {
+        ListItem {
+            publisher: p.publisher,
+            name: p.name,
+            display_name: p.display_name,
+            description: p.description,
+            latest_version: p.latest_version,
+            tags: p.tags,
+            internet_access: p.internet_access,
+            privileged: p.privileged,
+            kube_system_deployment: p.kube_system_deployment,
+            updated_at: p.updated_at,
+        }
+    }
 }
 
 async fn list(
@@ -51,7 +85,7 @@ async fn list(
     let query = parse_params(raw.as_deref())?.to_query()?;
     let page = state.store.list_plugins(&query).await?;
     Ok(Json(ListResponse {
-        items: page.items,
+        items: page.items.into_iter().map(ListItem::from).collect(),
         total: page.total,
         page: query.page,
         per_page: query.per_page,

@@ -10,7 +10,8 @@
 //!   `DELETE /orgs/{org}/sideloads/{name}` — the organization's sideloads (its token);
 //!   a POST sends the YAML, or JSON `{"definition", "extras"}` with a companion document.
 //!
-//! Layering: HTTP only; everything else is `sync::Worker`.
+//! Layering: HTTP only; everything else is `sync::Worker`. Answers drawn from the
+//! worker's database rows have their own types (`answers`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+
+mod answers;
+
+use answers::{SideloadItem, StatusBody};
 
 use super::error::{ErrorCode, HttpError};
 use super::extract::bearer;
@@ -174,7 +179,7 @@ pub(crate) async fn authorize(
 }
 
 async fn status(State(worker): Shared) -> Result<Response, HttpError> {
-    Ok(Json(worker.status().await?).into_response())
+    Ok(Json(StatusBody::from(worker.status().await?)).into_response())
 }
 
 #[derive(Serialize)]
@@ -318,7 +323,14 @@ async fn list_sideloads(
     headers: HeaderMap,
 ) -> Result<Response, HttpError> {
     authorize(&worker, &headers, &org, true).await?;
-    let items = worker.store().sideloads(&org).await?;
+    let items: Vec<SideloadItem> = worker
+        .store()
+        .sideloads(&org)
+        .await?
+        .into_iter()
+        .map(SideloadItem::from)
+        .collect();
+    // `json!` sorts the keys of objects, so the list always had them in that order.
     Ok(Json(json!({ "org": org, "sideloads": items })).into_response())
 }
 

@@ -1,5 +1,6 @@
 //! Everything a plugin page or the detail API shows about one plugin, assembled from the
-//! store and the latest listed definition.
+//! store and the latest listed definition. Its types are what the detail and versions
+//! APIs answer; the store's rows convert into them.
 
 use serde::Serialize;
 
@@ -17,8 +18,9 @@ pub struct VersionInfo {
     pub yanked: bool,
     /// Key ids of the publisher keys that signed this version.
     pub signers: Vec<String>,
-    /// The mirror of its image (`/v2/` serves it once `mirrored`).
-    pub mirror: Option<ImageMirror>,
+    /// The mirror of its image (`/v2/` serves it once `mirrored`); `None` until the
+    /// server enqueued it.
+    pub mirror: Option<MirrorInfo>,
     /// Why Fundament cannot install this version (fields of the older design it
     /// carries); absent when it can.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -34,8 +36,36 @@ impl From<&VersionRecord> for VersionInfo {
             published_at: v.published_at,
             yanked: v.yanked,
             signers: v.signer_key_ids.clone(),
-            mirror: v.mirror.clone(),
+            mirror: v.mirror.as_ref().map(MirrorInfo::from),
             not_installable: v.not_installable.clone(),
+        }
+    }
+}
+
+/// A version's image in the mirror, as pages and the API show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MirrorInfo {
+    /// `pending`, `mirroring`, `mirrored` or `failed`.
+    pub status: String,
+    /// Bytes of every manifest and blob, once mirrored.
+    pub size: Option<i64>,
+    /// Why the last attempt failed, in our words.
+    pub error: Option<String>,
+    /// When a failed mirror is tried again (Unix seconds).
+    pub next_attempt_at: Option<i64>,
+    /// The cosign key (id) whose signature of the image verified, when the publisher
+    /// registered keys.
+    pub verified_by: Option<String>,
+}
+
+impl From<&ImageMirror> for MirrorInfo {
+    fn from(m: &ImageMirror) -> Self {
+        MirrorInfo {
+            status: m.status.clone(),
+            size: m.size,
+            error: m.error.clone(),
+            next_attempt_at: m.next_attempt_at,
+            verified_by: m.verified_by.clone(),
         }
     }
 }

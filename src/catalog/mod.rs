@@ -10,7 +10,9 @@ pub mod public;
 pub mod rbac;
 
 pub use curation::{Curation, CurationError};
-pub use detail::{Link, MajorGroup, PluginDetail, PluginRefView, VersionInfo, plugin_detail};
+pub use detail::{
+    Link, MajorGroup, MirrorInfo, PluginDetail, PluginRefView, VersionInfo, plugin_detail,
+};
 pub use params::{CatalogParams, MAX_PER_PAGE, search_terms};
 
 use crate::store::StoreError;

@@ -10,7 +10,7 @@ use clap::{Args, Subcommand};
 
 use crate::blob::{BlobStore, FsBlobStore};
 use crate::server;
-use crate::store::Store;
+use crate::store::{MirrorStatus, Store};
 
 #[derive(Debug, Args)]
 pub struct MirrorArgs {
@@ -202,9 +202,48 @@ pub fn run(args: MirrorArgs) -> anyhow::Result<bool> {
     })
 }
 
+/// One image of `mirror status --json`: scripts read it, so it is this command's own
+/// type and not the store's row.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ImageJson {
+    host: String,
+    repository: String,
+    digest: String,
+    status: String,
+    attempts: i64,
+    next_attempt_at: Option<i64>,
+    last_error: Option<String>,
+    last_error_detail: Option<String>,
+    size: Option<i64>,
+    verified_by: Option<String>,
+    updated_at: i64,
+}
+
+impl From<&MirrorStatus> for ImageJson {
+    fn from(i: &MirrorStatus) -> Self {
+        ImageJson {
+            host: i.host.clone(),
+            repository: i.repository.clone(),
+            digest: i.digest.clone(),
+            status: i.status.clone(),
+            attempts: i.attempts,
+            next_attempt_at: i.next_attempt_at,
+            last_error: i.last_error.clone(),
+            last_error_detail: i.last_error_detail.clone(),
+            size: i.size,
+            verified_by: i.verified_by.clone(),
+            updated_at: i.updated_at,
+        }
+    }
+}
+
 async fn status(store: &Store, json: bool) -> anyhow::Result<bool> {
     let images = store.mirror_statuses().await?;
     if json {
+        // Through `json!`, whose objects sort their keys: the output always had them in
+        // that order.
+        let images: Vec<ImageJson> = images.iter().map(ImageJson::from).collect();
         println!("{}", serde_json::json!({ "images": images }));
         return Ok(true);
     }

@@ -50,9 +50,8 @@ pub struct Content {
     pub annotations: Option<String>,
 }
 
-/// An image's mirror status, for the CLI, the API and pages.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+/// An image's mirror job as the store reads it, for the operator's CLI.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MirrorStatus {
     pub host: String,
     pub repository: String,

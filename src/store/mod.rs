@@ -106,8 +106,8 @@ pub struct VersionRecord {
     pub not_installable: Option<String>,
 }
 
-/// A version's image in the mirror, as pages and the API show it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+/// A version's image in the mirror, as the store reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageMirror {
     /// `pending`, `mirroring`, `mirrored` or `failed`.
     pub status: String,

@@ -5,14 +5,12 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::cache::{CachedPage, Entry, Key};
 use super::{Store, StoreError};
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum Sort {
     /// Name match first when searching, then by name.
     #[default]
@@ -54,7 +52,8 @@ impl Default for PluginQuery {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// A listed plugin as a page of a listing holds it.
+#[derive(Debug, Clone)]
 pub struct PluginSummary {
     pub publisher: String,
     pub name: String,

@@ -3,8 +3,6 @@
 //! (and its companion document, when it has one, the same checks as a publisher's);
 //! versions are immutable like published ones, so a changed file needs a new version.
 
-use serde::Serialize;
-
 use super::store::{SyncStore, SyncStoreError};
 use crate::definition::{Definition, InvalidDefinition};
 use crate::token;
@@ -37,9 +35,8 @@ impl From<sqlx::Error> for SideloadError {
     }
 }
 
-/// One sideloaded version, as the list shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
-#[serde(rename_all = "camelCase")]
+/// One sideloaded version, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct SideloadRecord {
     pub name: String,
     pub version: String,
@@ -70,8 +67,7 @@ pub enum OnConflict {
 }
 
 /// What a local API token may do.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase", tag = "kind", content = "org")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {
     /// Read the organization's view; add and remove its sideloads.
     Org(String),
@@ -92,8 +88,7 @@ impl Scope {
     }
 }
 
-#[derive(Debug, Clone, Serialize, sqlx::FromRow)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct TokenRecord {
     pub id: String,
     /// `None` for a reader token.
@@ -154,7 +149,7 @@ impl SyncStore {
                      token_id = ? WHERE org = ? AND name = ? AND version = ?",
                 )
                 .bind(&def.hash)
-                .bind(super::view::Summary::of(def).to_json())
+                .bind(super::store::summary_json(def))
                 .bind(&def.bytes)
                 .bind(extras_json(def))
                 .bind(now)
@@ -190,7 +185,7 @@ impl SyncStore {
         .bind(def.name())
         .bind(&version)
         .bind(&def.hash)
-        .bind(super::view::Summary::of(def).to_json())
+        .bind(super::store::summary_json(def))
         .bind(&def.bytes)
         .bind(extras_json(def))
         .bind(now)

@@ -1,5 +1,6 @@
 //! The worker's own SQLite database (`DATA_DIR/sync.db`): sources, their last good
-//! state and status. Stores bytes as verified by `round`; it never verifies.
+//! state (definitions, with their summaries in `summary`'s format) and status. Stores
+//! bytes as verified by `round`; it never verifies.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -8,9 +9,12 @@ use sqlx::Row;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqlitePool, SqliteSynchronous};
 
-use super::view::Summary;
 use crate::db;
 use crate::definition::Definition;
+
+mod summary;
+
+pub use summary::{read_summary, summary_json};
 
 static MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sync");
 
@@ -70,8 +74,7 @@ pub(crate) fn stored_definition(
 }
 
 /// Trusted metadata versions after a good round.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrustedVersions {
     pub root: u64,
     pub timestamp: u64,
@@ -113,8 +116,7 @@ pub struct StoredRow {
 
 /// A publisher of a source whose roles failed verification in the latest rounds; its
 /// last good definitions are kept.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
 pub struct PublisherFailure {
     pub publisher: String,
     pub reason: String,
@@ -124,9 +126,8 @@ pub struct PublisherFailure {
     pub consecutive_failures: i64,
 }
 
-/// What `/status` reports for a source.
-#[derive(Debug, Clone, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+/// A source's state as stored: what its last rounds left.
+#[derive(Debug, Clone)]
 pub struct SourceStatus {
     pub name: String,
     pub url: String,
@@ -185,7 +186,7 @@ impl SyncStore {
         }
         let summary =
             |what: &str, bytes: &[u8], extras: &str| match stored_definition(bytes, extras) {
-                Ok(def) => Some(Summary::of(&def).to_json()),
+                Ok(def) => Some(summary_json(&def)),
                 Err(e) => {
                     tracing::warn!(definition = what, error = %e,
                     "stored definition no longer validates; left out of views");

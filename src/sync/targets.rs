@@ -18,8 +18,7 @@ use tokio::task::JoinSet;
 use tough::schema::Target;
 
 use super::round::{Reason, RoundError};
-use super::store::SourceDefinition;
-use super::view::Summary;
+use super::store::{SourceDefinition, summary_json};
 use crate::definition::MAX_DEFINITION_BYTES;
 use crate::trust::client::{self, FetchError, Fetcher, Listed};
 
@@ -210,7 +209,7 @@ fn checked(d: Downloaded) -> Result<SourceDefinition, RoundError> {
                 ),
             ));
         }
-        row.bytes = Some((bytes, Summary::of(&def).to_json()));
+        row.bytes = Some((bytes, summary_json(&def)));
     }
     Ok(row)
 }

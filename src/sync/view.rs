@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use semver::Version;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::definition::Definition;
 
@@ -28,36 +28,31 @@ pub enum Trust {
 }
 
 /// What a view needs of a definition and the extras signed beside it, extracted once
-/// when it is validated.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// when it is validated. Offers serialize it; the worker's database stores it in a
+/// format of its own (`sync::store::summary_json`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
     pub display_name: String,
     pub description: String,
     pub requirements: RequirementsSummary,
     pub dependencies: Vec<String>,
-    /// Absent from summaries stored before it was added (the sync migration 0006
-    /// recomputes those).
-    #[serde(default)]
     pub suggested_plugins: Vec<String>,
     pub image: String,
-    /// `metadata.tags`. Absent from summaries stored before it was added (the sync
-    /// migration 0005 recomputes those).
-    #[serde(default)]
+    /// `metadata.tags`.
     pub tags: Vec<String>,
     /// `metadata.version` as written (`v1.19.3`): Fundament pins and compares the
     /// version as its definitions spell it.
-    #[serde(default)]
     pub version_as_written: String,
     /// Why Fundament cannot install this version (fields of the older design it
     /// carries); such a version is left out of Fundament's `organization.v1` contract.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub not_installable: Option<String>,
 }
 
 /// What an admin approves before install ([`Definition::approval`], from
 /// `spec.permissions.capabilities`) and what the cluster must offer (the extras).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequirementsSummary {
     pub internet_access: bool,
@@ -104,10 +99,6 @@ impl Summary {
             version_as_written: def.version_text().to_owned(),
             not_installable: def.not_installable(),
         }
-    }
-
-    pub fn to_json(&self) -> String {
-        serde_json::to_string(self).expect("a summary always serializes")
     }
 }
 

@@ -58,9 +58,9 @@ pub enum PlanRequestError {
     Plan(#[from] PlanError),
 }
 
-/// `/status`: every configured source and the size of the merged base view.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// Every configured source and the size of the merged base view (the local API's
+/// `/status` draws it with its own types).
+#[derive(Debug, Clone)]
 pub struct Status {
     pub sources: Vec<SourceReport>,
     pub builtins: usize,
@@ -83,10 +83,9 @@ pub struct NotInstallable {
     pub fields: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// A configured source: its stored state and its settings.
+#[derive(Debug, Clone)]
 pub struct SourceReport {
-    #[serde(flatten)]
     pub status: SourceStatus,
     pub priority: i64,
     pub interval_seconds: u64,
@@ -274,7 +273,7 @@ impl Worker {
                 continue;
             };
             let summary = match (&r.summary, &r.definition) {
-                (Some(json), _) => serde_json::from_str(json).ok(),
+                (Some(json), _) => super::store::read_summary(json).ok(),
                 (None, Some(bytes)) => super::store::stored_definition(bytes, &r.extras)
                     .ok()
                     .map(|d| Summary::of(&d)),
@@ -308,9 +307,10 @@ impl Worker {
         let base = self.base().await?;
         let mut rows = Vec::new();
         for (name, version, hash, summary) in self.store.sideload_rows(org).await? {
-            let (Ok(version), Ok(summary)) =
-                (parse_version(&version), serde_json::from_str(&summary))
-            else {
+            let (Ok(version), Ok(summary)) = (
+                parse_version(&version),
+                super::store::read_summary(&summary),
+            ) else {
                 continue;
             };
             rows.push(Row {

@@ -16,7 +16,7 @@ fn human_size(bytes: i64) -> String {
 }
 
 /// What an administrator reads about an image's mirror.
-pub(super) fn status_text(m: &crate::store::ImageMirror) -> (String, String) {
+pub(super) fn status_text(m: &crate::catalog::MirrorInfo) -> (String, String) {
     let text = match m.status.as_str() {
         "mirrored" => format!(
             "Mirrored here ({}); clusters can pull it from this marketplace{}",
