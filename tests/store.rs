@@ -285,6 +285,19 @@ async fn a_database_migrated_by_a_newer_version_is_refused() {
     assert!(text.contains("migrated by a newer version"), "{text}");
 }
 
+/// The errors of every task, as text.
+async fn failures<T: 'static, E: std::fmt::Display + 'static>(
+    mut tasks: tokio::task::JoinSet<Result<T, E>>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        if let Err(e) = done.unwrap() {
+            out.push(e.to_string());
+        }
+    }
+    out
+}
+
 /// Writers in two processes' worth of pools on one database file never see "database is
 /// locked": a transaction that reads before it writes takes the write lock first, so it
 /// waits its turn instead of failing when another writer committed after its read.
@@ -316,17 +329,8 @@ async fn concurrent_writers_on_one_file_wait_their_turn() {
                 .map(|_| ())
         });
     }
-    let mut failures = Vec::new();
-    while let Some(done) = tasks.join_next().await {
-        if let Err(e) = done.unwrap() {
-            failures.push(e.to_string());
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} failed: {failures:?}",
-        failures.len()
-    );
+    let failed = failures(tasks).await;
+    assert!(failed.is_empty(), "{} failed: {failed:?}", failed.len());
     let plugin = a.plugin("acme", "cert-manager").await.unwrap().unwrap();
     assert_eq!(a.versions(plugin.id).await.unwrap().len(), 40);
 
@@ -344,15 +348,6 @@ async fn concurrent_writers_on_one_file_wait_their_turn() {
                 .await
         });
     }
-    let mut failures = Vec::new();
-    while let Some(done) = tasks.join_next().await {
-        if let Err(e) = done.unwrap() {
-            failures.push(e.to_string());
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} failed: {failures:?}",
-        failures.len()
-    );
+    let failed = failures(tasks).await;
+    assert!(failed.is_empty(), "{} failed: {failed:?}", failed.len());
 }
