@@ -18,6 +18,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 
+use super::background::Background;
 use super::oci::{self, OCI_MANIFEST};
 
 /// What a path answers instead of its content.
@@ -55,8 +56,7 @@ pub struct Hostile {
     /// `http://` or `https://` and `addr`.
     pub url: String,
     inner: Arc<Inner>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _server: Background,
 }
 
 impl Hostile {
@@ -73,57 +73,39 @@ impl Hostile {
     fn spawn(tls: Option<&oci::Tls>) -> Hostile {
         let inner = Arc::new(Inner::default());
         let acceptor = tls.map(|t| acceptor(&t.cert, &t.key));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let state = inner.clone();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                addr_tx.send(listener.local_addr().unwrap()).unwrap();
-                let app = axum::Router::new().fallback(serve).with_state(state);
-                match acceptor {
-                    None => axum::serve(listener, app)
-                        .with_graceful_shutdown(async {
-                            let _ = stopped.await;
-                        })
-                        .await
-                        .unwrap(),
-                    Some(acceptor) => {
-                        tokio::pin!(stopped);
-                        loop {
-                            let (tcp, _) = tokio::select! {
-                                accepted = listener.accept() => accepted.unwrap(),
-                                _ = &mut stopped => return,
-                            };
-                            let (acceptor, app) = (acceptor.clone(), app.clone());
-                            tokio::spawn(async move {
-                                let Ok(tls) = acceptor.accept(tcp).await else {
-                                    return;
-                                };
-                                let service = hyper_util::service::TowerToHyperService::new(app);
-                                let _ = hyper::server::conn::http1::Builder::new()
-                                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                                    .await;
-                            });
-                        }
-                    }
+        let app = axum::Router::new()
+            .fallback(serve)
+            .with_state(inner.clone());
+        let server = match acceptor {
+            None => Background::axum(app),
+            Some(acceptor) => Background::start(|listener, stopped| async move {
+                tokio::pin!(stopped);
+                loop {
+                    let (tcp, _) = tokio::select! {
+                        accepted = listener.accept() => accepted.unwrap(),
+                        _ = &mut stopped => return,
+                    };
+                    let (acceptor, app) = (acceptor.clone(), app.clone());
+                    tokio::spawn(async move {
+                        let Ok(tls) = acceptor.accept(tcp).await else {
+                            return;
+                        };
+                        let service = hyper_util::service::TowerToHyperService::new(app);
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                            .await;
+                    });
                 }
-            });
-        });
-        let addr = addr_rx.recv().unwrap().to_string();
+            }),
+        };
+        let addr = server.addr.to_string();
         let url = format!("{}://{addr}", if tls.is_some() { "https" } else { "http" });
         *inner.base.lock().unwrap() = url.clone();
         Hostile {
             addr,
             url,
             inner,
-            stop: Some(stop),
-            thread: Some(thread),
+            _server: server,
         }
     }
 
@@ -196,17 +178,6 @@ impl Hostile {
     /// Bytes of `Endless` answers sent so far.
     pub fn endless_sent(&self) -> u64 {
         self.inner.sent.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for Hostile {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

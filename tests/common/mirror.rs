@@ -35,8 +35,7 @@ struct Inner {
 pub struct Mirror {
     pub url: String,
     inner: Arc<Inner>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    _server: super::background::Background,
 }
 
 impl Mirror {
@@ -46,33 +45,14 @@ impl Mirror {
             upstream: upstream.trim_end_matches('/').to_owned(),
             ..Inner::default()
         });
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        let state = inner.clone();
-        let thread = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-                addr_tx.send(listener.local_addr().unwrap()).unwrap();
-                let app = axum::Router::new().fallback(serve).with_state(state);
-                axum::serve(listener, app)
-                    .with_graceful_shutdown(async {
-                        let _ = stopped.await;
-                    })
-                    .await
-                    .unwrap();
-            });
-        });
-        let addr = addr_rx.recv().unwrap();
+        let app = axum::Router::new()
+            .fallback(serve)
+            .with_state(inner.clone());
+        let server = super::background::Background::axum(app);
         Mirror {
-            url: format!("http://{addr}"),
+            url: format!("http://{}", server.addr),
             inner,
-            stop: Some(stop),
-            thread: Some(thread),
+            _server: server,
         }
     }
 
@@ -130,17 +110,6 @@ impl Mirror {
             .lock()
             .unwrap()
             .insert(path.to_owned(), every);
-    }
-}
-
-impl Drop for Mirror {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

@@ -14,6 +14,7 @@ use marketplace::store::Store;
 use marketplace::{AppState, app};
 use tower::ServiceExt;
 
+pub mod background;
 pub mod buf;
 pub mod hostile;
 pub mod mirror;
