@@ -16,7 +16,12 @@ mod summary;
 
 pub use summary::{read_summary, summary_json};
 
-static MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sync");
+pub static MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sync");
+
+/// The same schema on PostgreSQL, version for version (a baseline at 0006, then one
+/// migration per change with the SQLite side's number). The backend that runs on it is
+/// being built (issue 21); `tests/schema_parity.rs` holds the two schemas equal.
+pub static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sync-postgres");
 
 /// Rows per INSERT statement: 10 values each, well under SQLite's 32,766 parameters.
 const INSERT_ROWS: usize = 500;

@@ -19,6 +19,7 @@ pub mod buf;
 pub mod hostile;
 pub mod mirror;
 pub mod oci;
+pub mod pg;
 pub mod publishing;
 pub mod tough;
 pub mod worker;

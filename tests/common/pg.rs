@@ -1,0 +1,149 @@
+//! A throwaway PostgreSQL server from Debian's binaries (`postgresql`, installed by
+//! `.ci/run`): `initdb` into a temporary directory, listening only on a unix socket
+//! there, `fsync` off; stopped (fast shutdown) and removed when dropped. PostgreSQL
+//! refuses to run as root, so as root it runs as the `postgres` user the Debian
+//! package creates.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Postgres {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+/// The newest installed server's `bin` directory (`$PG_BIN` overrides).
+fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("PG_BIN") {
+        return PathBuf::from(dir);
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL is not installed (/usr/lib/postgresql): run `bash .ci/run` once")
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path().join("bin"))))
+        .filter(|(_, bin)| bin.join("initdb").exists())
+        .collect();
+    versions.sort();
+    versions
+        .pop()
+        .expect("no PostgreSQL server binaries under /usr/lib/postgresql")
+        .1
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .map(|v| v.split_whitespace().next() == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// `program` as the user PostgreSQL runs as: ourselves, or `postgres` when we are root
+/// (`setpriv` executes in place, so the child's pid is the program's own).
+fn command(program: &Path) -> Command {
+    if is_root() {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=postgres", "--regid=postgres", "--init-groups"])
+            .arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+impl Postgres {
+    pub fn start() -> Postgres {
+        let bin = bin_dir();
+        let dir = tempfile::tempdir().unwrap();
+        if is_root() {
+            let out = Command::new("chown")
+                .arg("postgres:postgres")
+                .arg(dir.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        }
+        let data = dir.path().join("data");
+        let out = command(&bin.join("initdb"))
+            .arg("-D")
+            .arg(&data)
+            .args([
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "--locale=C",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let child = command(&bin.join("postgres"))
+            .arg("-D")
+            .arg(&data)
+            .arg("-k")
+            .arg(dir.path())
+            .args(["-c", "listen_addresses=", "-c", "fsync=off"])
+            .args(["-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pg = Postgres { child, dir };
+        let started = Instant::now();
+        loop {
+            let ready = Command::new(bin.join("pg_isready"))
+                .arg("-h")
+                .arg(pg.dir.path())
+                .arg("-q")
+                .status()
+                .unwrap();
+            if ready.success() {
+                return pg;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "PostgreSQL did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// A URL of database `name` (created first unless it is `postgres`).
+    pub async fn database(&self, name: &str) -> String {
+        let url = |db: &str| {
+            format!(
+                "postgres://postgres@localhost/{db}?host={}",
+                self.dir.path().display()
+            )
+        };
+        if name != "postgres" {
+            use sqlx::Connection;
+            let mut conn = sqlx::PgConnection::connect(&url("postgres")).await.unwrap();
+            sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+        url(name)
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        // Fast shutdown: SIGINT ends the server and its backends cleanly.
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
