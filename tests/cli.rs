@@ -349,3 +349,26 @@ fn sync_config_errors_are_worded_for_people() {
         assert!(stderr.contains(phrase), "{what}: {stderr}");
     }
 }
+
+/// A printing command whose reader went away (`marketplace mirror status | head`)
+/// ends by SIGPIPE, as Unix tools do, not with a panic message.
+#[test]
+fn a_closed_stdout_ends_a_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // A first start stores the built-ins and enqueues their images: lines to print.
+    drop(common::Server::start(&data));
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_marketplace"))
+        .args(["mirror", "status", "--data-dir"])
+        .arg(&data)
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.signal(), Some(13), "{:?} {stderr}", out.status);
+}

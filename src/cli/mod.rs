@@ -56,6 +56,9 @@ enum Command {
 
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_) | Command::Sync(_)) {
+        end_quietly_on_a_closed_pipe();
+    }
     match cli.command {
         Command::Serve(args) => report(serve::run(args)),
         Command::Validate(args) => validate::run(args),
@@ -75,6 +78,19 @@ pub fn run() -> ExitCode {
             Ok(false) => ExitCode::FAILURE,
             Err(e) => report(Err(e)),
         },
+    }
+}
+
+/// A command whose output is cut short (`marketplace mirror status | head`) ends as
+/// Unix tools do, by SIGPIPE, instead of panicking on its next `println!` (Rust ignores
+/// SIGPIPE by default, so a closed stdout is an error every print turns into a panic).
+/// Not for `serve` and `sync`: long-running processes keep the default and see EPIPE as
+/// an error where they write (network writes never raise SIGPIPE in Rust either way).
+fn end_quietly_on_a_closed_pipe() {
+    // SAFETY: called once at start, before any thread exists; it only restores the
+    // signal's default disposition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
