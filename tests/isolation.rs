@@ -133,12 +133,7 @@ async fn an_expired_or_tampered_publisher_stalls_no_one() {
     assert_eq!(by_name("beta")["expiring_soon"], false, "{list}");
     let listed = output_text(&marketplace(&["publisher", "list", "--data-dir", &data]));
     assert!(listed.contains("EXPIRES SOON: role acme"), "{listed}");
-    let page = reqwest::get(format!("{}/signed-index", server.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = common::text(format!("{}/signed-index", server.url)).await;
     let row = &page[page.find("<tr data-role=\"acme\">").unwrap()..];
     assert!(
         row[..row.find("</tr>").unwrap()].contains("badge warn"),
@@ -153,12 +148,7 @@ async fn an_expired_or_tampered_publisher_stalls_no_one() {
             .status
             .success()
     );
-    let acme_role = reqwest::get(format!("{}/api/v1/publishers/acme/role", server.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let acme_role = common::text(format!("{}/api/v1/publishers/acme/role", server.url)).await;
     mirror.set(
         "/tuf/metadata/1.acme.json",
         acme_role.replacen("gateway", "gatewaz", 1).into_bytes(),
@@ -248,12 +238,7 @@ async fn an_expired_or_tampered_publisher_stalls_no_one() {
     assert!(targets.is_some());
     let listing = json(&format!("{}/api/v1/plugins?publisher=acme", server.url)).await;
     assert_eq!(listing["total"], 0, "{listing}");
-    let page = reqwest::get(format!("{}/plugins/acme/a1", server.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = common::text(format!("{}/plugins/acme/a1", server.url)).await;
     assert!(
         page.contains("Publisher acme is suspended by the operator"),
         "{page}"

@@ -208,19 +208,9 @@ async fn a_published_image_is_mirrored_and_pulled_back_with_the_upstream_gone() 
         expected_size,
         "image, platforms and signature"
     );
-    let page = reqwest::get(format!("{}/plugins/acme/edge", server.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = common::text(format!("{}/plugins/acme/edge", server.url)).await;
     assert!(page.contains("Mirrored here"), "{page}");
-    let metrics = reqwest::get(format!("{}/metrics", server.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::text(format!("{}/metrics", server.url)).await;
     assert!(
         metrics.contains("marketplace_mirror_images{status=\"mirrored\"} 1"),
         "{metrics}"

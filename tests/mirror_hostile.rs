@@ -45,12 +45,7 @@ async fn publish(m: &Setup, server: &Server, name: &str, image: &str) {
 
 /// The plugin page and the public API entry of acme's `name`, as anyone reads them.
 async fn public_view(server: &Server, name: &str) -> (String, serde_json::Value) {
-    let page = reqwest::get(format!("{}/plugins/acme/{name}", server.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = common::text(format!("{}/plugins/acme/{name}", server.url)).await;
     let api: serde_json::Value = reqwest::get(format!("{}/api/v1/plugins/acme/{name}", server.url))
         .await
         .unwrap()

@@ -37,7 +37,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::client::{Client, Options, base_url};
-use super::egress::{HostPattern, Named, Policy};
+use super::egress::{HostPattern, Named, Policy, split_host_port};
 
 /// The largest configuration file read.
 const MAX_CONFIG_BYTES: u64 = 256 * 1024;
@@ -152,10 +152,13 @@ impl Upstreams {
         let mut by_host = HashMap::new();
         for (i, e) in file.upstreams.into_iter().enumerate() {
             let at = |m: &str| invalid(format!("upstreams[{i}] ({}): {m}", e.host));
-            if !is_host(&e.host) {
+            if split_host_port(&e.host).is_none() {
                 return Err(at("host must be host or host:port"));
             }
-            if e.endpoint.as_deref().is_some_and(|h| !is_host(h)) {
+            if e.endpoint
+                .as_deref()
+                .is_some_and(|h| split_host_port(h).is_none())
+            {
                 return Err(at("endpoint must be host or host:port"));
             }
             let ca = match &e.ca_file {
@@ -276,15 +279,6 @@ impl Upstream {
             },
         )
     }
-}
-
-fn is_host(s: &str) -> bool {
-    let (name, port) = s.split_once(':').unwrap_or((s, ""));
-    !name.is_empty()
-        && name
-            .split('.')
-            .all(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
-        && (port.is_empty() || port.parse::<u16>().is_ok())
 }
 
 #[cfg(test)]

@@ -155,6 +155,11 @@ impl Drop for Server {
     }
 }
 
+/// The body of GET `url`, whatever its status (a page, as a browser would read it).
+pub async fn text(url: impl reqwest::IntoUrl) -> String {
+    reqwest::get(url).await.unwrap().text().await.unwrap()
+}
+
 /// A command's stdout and stderr together, for assertions and failure messages.
 pub fn output_text(o: &std::process::Output) -> String {
     format!(

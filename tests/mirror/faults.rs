@@ -35,12 +35,7 @@ async fn over_tls_with_credentials_a_missing_image_fails_clearly_and_arrives_on_
     );
     // The password never appears in what the operator or the log sees.
     assert!(!table.contains(oci::PASSWORD));
-    let page = reqwest::get(format!("{}/plugins/acme/edge", server.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = common::text(format!("{}/plugins/acme/edge", server.url)).await;
     assert!(
         page.contains("Mirror failed:") && page.contains("not found upstream; next attempt in"),
         "{page}"

@@ -97,12 +97,7 @@ async fn a_publishers_cosign_key_decides_which_images_are_served() {
         Duration::from_secs(10),
     )
     .await;
-    let page = reqwest::get(format!("{}/plugins/acme/good", server.url))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let page = common::text(format!("{}/plugins/acme/good", server.url)).await;
     assert!(
         page.contains(&format!("image signature verified by {}", &key_id[..16])),
         "{page}"
