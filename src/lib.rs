@@ -11,7 +11,7 @@ pub mod blob;
 pub mod catalog;
 pub mod cli;
 pub mod clock;
-mod db;
+pub mod db;
 pub mod definition;
 pub mod ids;
 pub mod mirror;

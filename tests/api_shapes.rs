@@ -29,7 +29,8 @@ use marketplace::definition::Definition;
 use marketplace::store::{Content, ContentKind, Store};
 use marketplace::sync::sideload::OnConflict;
 use marketplace::sync::store::{
-    PublisherFailure, SourceDefinition, Trusted, TrustedVersions, summary_json,
+    LastGood as _, PublisherFailure, SourceDefinition, Sources as _, Trusted, TrustedVersions,
+    summary_json,
 };
 use marketplace::sync::{Config, Scope, Worker};
 use tower::ServiceExt;

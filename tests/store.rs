@@ -184,6 +184,7 @@ async fn opening_recomputes_requirement_flags_stored_under_the_old_rule() {
 #[tokio::test]
 async fn opening_the_sync_database_recomputes_stale_summaries() {
     use marketplace::sync::SyncStore;
+    use marketplace::sync::store::{LastGood as _, Sideloads as _};
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sync.db");

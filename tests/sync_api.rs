@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::publishing::{Client, definition, marketplace, setup_with};
-use common::worker::{Api, Source, sync_once, token, write_config};
+use common::worker::{Api, Source, sync_once, token, write_config_on};
 use common::{Server, output_text as out, trusted_root};
 use marketplace::definition::Definition;
 use reqwest::Method;
@@ -40,6 +40,17 @@ fn clash<'a>(clashes: &'a Value, name: &str) -> &'a Value {
 
 #[tokio::test]
 async fn two_marketplaces_merge_by_priority_and_follow_publishes_and_yanks() {
+    two_marketplaces_merge(None).await
+}
+
+/// The same rounds (cold, then warm) with the worker's state in PostgreSQL.
+#[tokio::test]
+async fn two_marketplaces_merge_by_priority_and_follow_publishes_and_yanks_on_postgres() {
+    let pg = common::pg::shared();
+    two_marketplaces_merge(Some(pg.fresh().await)).await
+}
+
+async fn two_marketplaces_merge(database: Option<String>) {
     let dir = tempfile::tempdir().unwrap();
     let m1 = setup_with(&dir.path().join("m1"), &[]);
     let m2 = setup_with(&dir.path().join("m2"), &[]);
@@ -88,7 +99,7 @@ async fn two_marketplaces_merge_by_priority_and_follow_publishes_and_yanks() {
     let (r1, r2) = (dir.path().join("m1.json"), dir.path().join("m2.json"));
     std::fs::write(&r1, trusted_root(&s1.url).await).unwrap();
     std::fs::write(&r2, trusted_root(&s2.url).await).unwrap();
-    let config = write_config(
+    let config = write_config_on(
         dir.path(),
         &[
             Source {
@@ -104,6 +115,7 @@ async fn two_marketplaces_merge_by_priority_and_follow_publishes_and_yanks() {
                 priority: 1,
             },
         ],
+        database.as_deref(),
     );
     let o = sync_once(&config);
     assert!(o.status.success(), "{}", out(&o));
@@ -276,12 +288,28 @@ async fn two_marketplaces_merge_by_priority_and_follow_publishes_and_yanks() {
     assert!(m1s["trusted"]["snapshot"].as_u64().unwrap() >= 3, "{m1s}");
     assert!(m1s["trusted"]["expiresAt"].as_i64().unwrap() > marketplace::clock::now());
     assert!(m1s["lastReason"].is_null());
+    assert_eq!(
+        dir.path().join("worker/sync.db").exists(),
+        database.is_none(),
+        "the worker keeps its state where its configuration says"
+    );
 }
 
 #[tokio::test]
 async fn sideloads_stay_in_their_organization_and_tokens_are_scoped() {
+    sideloads_stay_in_their_organization(None).await
+}
+
+#[tokio::test]
+async fn sideloads_stay_in_their_organization_and_tokens_are_scoped_on_postgres() {
+    let pg = common::pg::shared();
+    sideloads_stay_in_their_organization(Some(pg.fresh().await)).await
+}
+
+/// With the worker's state in `database` (a URL), or its default SQLite file.
+async fn sideloads_stay_in_their_organization(database: Option<String>) {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &[]);
+    let config = write_config_on(dir.path(), &[], database.as_deref());
     let api = Api::start(&config, false);
     let (blue, red, reader) = (
         token(&config, Some("blue")),
@@ -458,10 +486,25 @@ async fn sideloads_stay_in_their_organization_and_tokens_are_scoped() {
     assert_eq!(status, 200);
     assert_eq!(s["builtins"], 8);
     assert!(s["sources"].as_array().unwrap().is_empty());
+    assert_eq!(
+        dir.path().join("worker/sync.db").exists(),
+        database.is_none(),
+        "the worker keeps its state where its configuration says"
+    );
 }
 
 #[tokio::test]
 async fn the_running_worker_syncs_on_start_and_serves_the_result() {
+    running_worker_syncs_on_start(None).await
+}
+
+#[tokio::test]
+async fn the_running_worker_syncs_on_start_and_serves_the_result_on_postgres() {
+    let pg = common::pg::shared();
+    running_worker_syncs_on_start(Some(pg.fresh().await)).await
+}
+
+async fn running_worker_syncs_on_start(database: Option<String>) {
     let dir = tempfile::tempdir().unwrap();
     let m = setup_with(&dir.path().join("m"), &[]);
     let server = Server::start(&m.data);
@@ -473,7 +516,7 @@ async fn the_running_worker_syncs_on_start_and_serves_the_result() {
     );
     let root = dir.path().join("root.json");
     std::fs::write(&root, trusted_root(&server.url).await).unwrap();
-    let config = write_config(
+    let config = write_config_on(
         dir.path(),
         &[Source {
             name: "main",
@@ -481,6 +524,7 @@ async fn the_running_worker_syncs_on_start_and_serves_the_result() {
             root: &root,
             priority: 0,
         }],
+        database.as_deref(),
     );
     let api = Api::start(&config, true);
     let reader = token(&config, None);
@@ -497,4 +541,9 @@ async fn the_running_worker_syncs_on_start_and_serves_the_result() {
     let (status, body) = api.get("/orgs/any/plugins/edge", Some(&reader)).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["versions"][0]["trust"]["source"], "main");
+    assert_eq!(
+        dir.path().join("worker/sync.db").exists(),
+        database.is_none(),
+        "the worker keeps its state where its configuration says"
+    );
 }

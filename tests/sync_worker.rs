@@ -9,6 +9,7 @@ use common::publishing::{Client, definition, setup};
 use common::worker::sync_once;
 use common::{Server, output_text as out, trusted_root};
 use marketplace::sync::SyncStore;
+use marketplace::sync::store::LastGood as _;
 
 #[tokio::test]
 async fn rounds_follow_the_marketplace_and_keep_the_last_good_state() {

@@ -13,6 +13,7 @@
 //! Layering: HTTP only; everything else is `sync::Worker`. Answers drawn from the
 //! worker's database rows have their own types (`answers`).
 
+use crate::sync::store::Sideloads as _;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,6 +1,7 @@
 //! `marketplace sync`: the sync worker (rounds and its local API), and the local API's
 //! tokens. A thin layer over `sync::Worker`.
 
+use crate::sync::store::Tokens as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -63,15 +64,24 @@ enum TokenCommand {
 pub fn run(args: SyncArgs) -> anyhow::Result<bool> {
     let config = Config::load(&args.config)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    // The password never shows: `Database` displays without it.
+    let database = config.database.to_string();
     if let Some(SyncCommand::Token(command)) = args.command {
-        runtime.block_on(token(command, &config))?;
+        runtime
+            .block_on(token(command, &config))
+            .with_context(|| format!("the worker's database {database}"))?;
         return Ok(true);
     }
     if !args.once {
         super::serve::init_tracing(&args.log_format);
     }
     runtime.block_on(async move {
-        let worker = Arc::new(Worker::open(config).await?);
+        let worker = Arc::new(
+            Worker::open(config)
+                .await
+                .with_context(|| format!("opening the worker's database {database}"))?,
+        );
+        tracing::info!(%database, "worker state opened");
         if worker.config().sources.is_empty() {
             println!("no sources configured: the built-in definitions alone are offered");
         }
@@ -144,7 +154,7 @@ fn report(source: &str, outcome: &Result<Synced, RoundError>) {
 async fn token(command: TokenCommand, config: &Config) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
-    let store = SyncStore::open(&config.data_dir.join("sync.db")).await?;
+    let store = SyncStore::connect(&config.database, config.database_connections).await?;
     let now = crate::clock::now();
     match command {
         TokenCommand::Create { org, reader: _ } => {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::db::Database;
 use crate::definition::yaml;
 
 /// The largest config file read.
@@ -15,6 +16,11 @@ const MIN_INTERVAL: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub struct Config {
     pub data_dir: PathBuf,
+    /// Where the worker keeps its state: `DATA_DIR/sync.db` unless `database:` names
+    /// another SQLite file or a PostgreSQL database.
+    pub database: Database,
+    /// The most connections a PostgreSQL pool opens (`databaseConnections:`).
+    pub database_connections: u32,
     pub listen: String,
     pub sources: Vec<SourceConfig>,
     /// How the worker answers Fundament's `organization.v1.PluginService`.
@@ -88,6 +94,8 @@ pub enum ConfigError {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RawConfig {
     data_dir: Option<PathBuf>,
+    database: Option<String>,
+    database_connections: Option<u32>,
     listen: Option<String>,
     #[serde(default)]
     sources: Vec<RawSource>,
@@ -218,9 +226,28 @@ impl Config {
             anonymous_definitions: raw.fundament.anonymous_definitions,
             presets: presets(raw.fundament.presets)?,
         };
+        let data_dir = base.join(raw.data_dir.unwrap_or_else(|| PathBuf::from("sync-data")));
+        let database = match raw.database {
+            None => Database::Sqlite(data_dir.join("sync.db")),
+            Some(url) => match Database::parse(&url).map_err(|e| format!("database: {e}"))? {
+                Database::Sqlite(path) => Database::Sqlite(base.join(path)),
+                db => db,
+            },
+        };
+        let database_connections = raw
+            .database_connections
+            .unwrap_or(crate::db::postgres::DEFAULT_CONNECTIONS);
+        if !(1..=crate::db::postgres::MAX_CONNECTIONS).contains(&database_connections) {
+            return Err(format!(
+                "databaseConnections: between 1 and {}",
+                crate::db::postgres::MAX_CONNECTIONS
+            ));
+        }
         Ok(Config {
             fundament,
-            data_dir: base.join(raw.data_dir.unwrap_or_else(|| PathBuf::from("sync-data"))),
+            database,
+            database_connections,
+            data_dir,
             listen: raw.listen.unwrap_or_else(|| "127.0.0.1:8081".into()),
             sources,
         })

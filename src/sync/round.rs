@@ -6,6 +6,7 @@
 //! definitions and is recorded with its reason, while every other publisher's changes
 //! arrive.
 
+use super::store::{LastGood as _, Sources as _, TrustedMetadata as _};
 use std::time::Duration;
 
 use super::config::SourceConfig;

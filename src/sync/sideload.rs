@@ -3,7 +3,7 @@
 //! (and its companion document, when it has one, the same checks as a publisher's);
 //! versions are immutable like published ones, so a changed file needs a new version.
 
-use super::store::{SyncStore, SyncStoreError};
+use super::store::{Sideloads, SyncStore, SyncStoreError, Tokens};
 use crate::definition::{Definition, InvalidDefinition};
 use crate::token;
 
@@ -114,6 +114,55 @@ pub fn check_org(org: &str) -> Result<(), SideloadError> {
     }
 }
 
+/// A sideload as the store writes it.
+#[derive(Debug, Clone)]
+pub struct NewSideload<'a> {
+    pub org: &'a str,
+    pub name: &'a str,
+    pub version: String,
+    pub hash: &'a str,
+    pub summary: String,
+    pub definition: &'a [u8],
+    pub extras: String,
+    pub created_at: i64,
+    pub token_id: &'a str,
+}
+
+/// What [`Sideloads::put_sideload`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stored {
+    Added(Added),
+    /// Other content holds the version and the caller did not ask to replace it.
+    Conflict,
+    /// The organization holds as many versions as it may.
+    Full,
+}
+
+/// What to do with a version, given the hash and extras stored for it (if any). Every
+/// backend decides by this, inside its transaction.
+pub(crate) fn verdict(
+    existing: Option<(String, String)>,
+    new: &NewSideload<'_>,
+    replace: bool,
+) -> Verdict {
+    match existing {
+        // A version's content is its bytes and the extras beside them: either changed
+        // is another version's worth of change.
+        Some((hash, extras)) if hash == new.hash && extras == new.extras => Verdict::Unchanged,
+        Some(_) if replace => Verdict::Replace,
+        Some(_) => Verdict::Conflict,
+        None => Verdict::Insert,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Unchanged,
+    Replace,
+    Conflict,
+    Insert,
+}
+
 impl SyncStore {
     /// Stores a validated definition for `org`; the same bytes and extras again change
     /// nothing, and other bytes or extras for a stored version are refused unless
@@ -127,132 +176,29 @@ impl SyncStore {
         on_conflict: OnConflict,
     ) -> Result<Added, SideloadError> {
         check_org(org)?;
-        let version = def.version.to_string();
-        let mut tx = crate::db::begin_write(&self.pool).await?;
-        // A version's content is its bytes and the extras beside them: either changed
-        // is another version's worth of change.
-        let existing: Option<(String, String)> = sqlx::query_as(
-            "SELECT hash, extras FROM sideloads WHERE org = ? AND name = ? AND version = ?",
-        )
-        .bind(org)
-        .bind(def.name())
-        .bind(&version)
-        .fetch_optional(&mut *tx)
-        .await?;
-        match existing {
-            Some((hash, extras)) if hash == def.hash && extras == extras_json(def) => {
-                return Ok(Added::Unchanged);
-            }
-            Some(_) if on_conflict == OnConflict::Replace => {
-                sqlx::query(
-                    "UPDATE sideloads SET hash = ?, summary = ?, definition = ?, extras = ?, created_at = ?,
-                     token_id = ? WHERE org = ? AND name = ? AND version = ?",
-                )
-                .bind(&def.hash)
-                .bind(super::store::summary_json(def))
-                .bind(&def.bytes)
-                .bind(extras_json(def))
-                .bind(now)
-                .bind(token_id)
-                .bind(org)
-                .bind(def.name())
-                .bind(&version)
-                .execute(&mut *tx)
-                .await?;
-                tx.commit().await?;
-                return Ok(Added::Replaced);
-            }
-            Some(_) => {
-                return Err(SideloadError::Conflict {
-                    name: def.name().to_owned(),
-                    version,
-                });
-            }
-            None => {}
+        let new = NewSideload {
+            org,
+            name: def.name(),
+            version: def.version.to_string(),
+            hash: &def.hash,
+            summary: super::store::summary_json(def),
+            definition: &def.bytes,
+            extras: extras_json(def),
+            created_at: now,
+            token_id,
+        };
+        let replace = on_conflict == OnConflict::Replace;
+        match self
+            .put_sideload(&new, replace, MAX_SIDELOADS_PER_ORG)
+            .await?
+        {
+            Stored::Added(added) => Ok(added),
+            Stored::Conflict => Err(SideloadError::Conflict {
+                name: new.name.to_owned(),
+                version: new.version,
+            }),
+            Stored::Full => Err(SideloadError::TooMany),
         }
-        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sideloads WHERE org = ?")
-            .bind(org)
-            .fetch_one(&mut *tx)
-            .await?;
-        if count >= MAX_SIDELOADS_PER_ORG {
-            return Err(SideloadError::TooMany);
-        }
-        sqlx::query(
-            "INSERT INTO sideloads (org, name, version, hash, summary, definition, extras, created_at, token_id)
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(org)
-        .bind(def.name())
-        .bind(&version)
-        .bind(&def.hash)
-        .bind(super::store::summary_json(def))
-        .bind(&def.bytes)
-        .bind(extras_json(def))
-        .bind(now)
-        .bind(token_id)
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(Added::New)
-    }
-
-    /// The organization's sideloads, by name and version.
-    pub async fn sideloads(&self, org: &str) -> Result<Vec<SideloadRecord>, SyncStoreError> {
-        Ok(sqlx::query_as(
-            "SELECT name, version, hash, created_at, token_id FROM sideloads WHERE org = ? ORDER BY name, version",
-        )
-        .bind(org)
-        .fetch_all(&self.pool)
-        .await?)
-    }
-
-    /// (name, version, hash, summary JSON) of every sideload of `org`, for its view.
-    pub async fn sideload_rows(
-        &self,
-        org: &str,
-    ) -> Result<Vec<(String, String, String, String)>, SyncStoreError> {
-        Ok(
-            sqlx::query_as("SELECT name, version, hash, summary FROM sideloads WHERE org = ?")
-                .bind(org)
-                .fetch_all(&self.pool)
-                .await?,
-        )
-    }
-
-    /// The bytes of one sideloaded version.
-    pub async fn sideload_bytes(
-        &self,
-        org: &str,
-        name: &str,
-        version: &str,
-    ) -> Result<Option<Vec<u8>>, SyncStoreError> {
-        Ok(sqlx::query_scalar(
-            "SELECT definition FROM sideloads WHERE org = ? AND name = ? AND version = ?",
-        )
-        .bind(org)
-        .bind(name)
-        .bind(version)
-        .fetch_optional(&self.pool)
-        .await?)
-    }
-
-    /// Removes one version, or every version of `name` when `version` is `None`;
-    /// returns how many were removed.
-    pub async fn delete_sideloads(
-        &self,
-        org: &str,
-        name: &str,
-        version: Option<&str>,
-    ) -> Result<u64, SyncStoreError> {
-        Ok(sqlx::query(
-            "DELETE FROM sideloads WHERE org = ?1 AND name = ?2 AND (?3 IS NULL OR version = ?3)",
-        )
-        .bind(org)
-        .bind(name)
-        .bind(version)
-        .execute(&self.pool)
-        .await?
-        .rows_affected())
     }
 
     /// Creates a token; returns its id and the token itself, shown only this once.
@@ -270,12 +216,7 @@ impl SyncStore {
         };
         let id = token::random_hex(6);
         let token = token::generate(TOKEN_PREFIX);
-        sqlx::query("INSERT INTO tokens (id, sha256, org, created_at) VALUES (?, ?, ?, ?)")
-            .bind(&id)
-            .bind(token::hash(&token))
-            .bind(org)
-            .bind(now)
-            .execute(&self.pool)
+        self.insert_token(&id, &token::hash(&token), org, now)
             .await?;
         Ok((id, token))
     }
@@ -288,32 +229,7 @@ impl SyncStore {
         if !token.starts_with(TOKEN_PREFIX) || token.len() > 128 {
             return Ok(None);
         }
-        let row: Option<(String, Option<String>)> =
-            sqlx::query_as("SELECT id, org FROM tokens WHERE sha256 = ? AND revoked_at IS NULL")
-                .bind(token::hash(token))
-                .fetch_optional(&self.pool)
-                .await?;
+        let row = self.live_token(&token::hash(token)).await?;
         Ok(row.map(|(id, org)| (id, org.map_or(Scope::Reader, Scope::Org))))
-    }
-
-    pub async fn tokens(&self) -> Result<Vec<TokenRecord>, SyncStoreError> {
-        Ok(sqlx::query_as(
-            "SELECT id, org, created_at, revoked_at FROM tokens ORDER BY created_at, id",
-        )
-        .fetch_all(&self.pool)
-        .await?)
-    }
-
-    /// Revokes a token by id; whether a live token was revoked.
-    pub async fn revoke_token(&self, id: &str, now: i64) -> Result<bool, SyncStoreError> {
-        Ok(
-            sqlx::query("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL")
-                .bind(now)
-                .bind(id)
-                .execute(&self.pool)
-                .await?
-                .rows_affected()
-                == 1,
-        )
     }
 }

@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+use super::store::{LastGood as _, Sideloads as _, Sources as _};
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -113,7 +114,7 @@ impl Worker {
     pub async fn open(config: Config) -> Result<Worker, WorkerError> {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| WorkerError::DataDir(config.data_dir.display().to_string(), e))?;
-        let store = SyncStore::open(&config.data_dir.join("sync.db")).await?;
+        let store = SyncStore::connect(&config.database, config.database_connections).await?;
         Worker::with_store(config, store).await
     }
 

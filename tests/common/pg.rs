@@ -6,7 +6,25 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
+
+/// The server the tests of one binary share while any of them runs; the last to finish
+/// stops it (statics are never dropped, so a plain static would leave it running).
+static SHARED: Mutex<Weak<Postgres>> = Mutex::new(Weak::new());
+static NEXT_DATABASE: AtomicU64 = AtomicU64::new(0);
+
+/// A server shared with the other tests of this binary running now.
+pub fn shared() -> Arc<Postgres> {
+    let mut slot = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(pg) = slot.upgrade() {
+        return pg;
+    }
+    let pg = Arc::new(Postgres::start());
+    *slot = Arc::downgrade(&pg);
+    pg
+}
 
 pub struct Postgres {
     child: Child,
@@ -116,6 +134,12 @@ impl Postgres {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// A URL of a new, empty database of its own.
+    pub async fn fresh(&self) -> String {
+        let n = NEXT_DATABASE.fetch_add(1, Ordering::Relaxed);
+        self.database(&format!("test{n}")).await
     }
 
     /// A URL of database `name` (created first unless it is `postgres`).

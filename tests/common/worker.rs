@@ -15,9 +15,18 @@ pub struct Source<'a> {
 
 /// Writes `DIR/sync.yaml` with data directory `DIR/worker` and the API on a free port.
 pub fn write_config(dir: &Path, sources: &[Source]) -> PathBuf {
-    let mut text = "dataDir: worker\nlisten: 127.0.0.1:0\nsources:\n".to_owned();
-    if sources.is_empty() {
-        text = "dataDir: worker\nlisten: 127.0.0.1:0\n".to_owned();
+    write_config_on(dir, sources, None)
+}
+
+/// [`write_config`] with the worker's state in `database` (a URL) when given, instead of
+/// `DIR/worker/sync.db`.
+pub fn write_config_on(dir: &Path, sources: &[Source], database: Option<&str>) -> PathBuf {
+    let mut text = "dataDir: worker\nlisten: 127.0.0.1:0\n".to_owned();
+    if let Some(url) = database {
+        text.push_str(&format!("database: \"{url}\"\n"));
+    }
+    if !sources.is_empty() {
+        text.push_str("sources:\n");
     }
     for s in sources {
         text.push_str(&format!(

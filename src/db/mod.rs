@@ -1,6 +1,12 @@
-//! SQLite pools (sqlx) as both databases open them: the catalog database (`store`) and
-//! the sync worker's (`sync::store`). Each caller adds what its data needs on top
-//! (synchronous level, cache size) and brings its own migrations.
+//! Pools (sqlx) as both databases open them: the catalog database (`store`) and the
+//! sync worker's (`sync::store`), on SQLite (here) or PostgreSQL ([`postgres`]), named
+//! by a [`Database`] URL. Each caller adds what its data needs on top (synchronous
+//! level, cache size) and brings its own migrations.
+
+pub mod postgres;
+mod url;
+
+pub use url::{Database, DatabaseUrlError};
 
 use std::path::Path;
 use std::str::FromStr;
@@ -49,14 +55,20 @@ pub struct SchemaTooNew {
 /// Refuses a database whose applied migrations go past the last of `migrations`,
 /// before sqlx would report it as an unexplained missing migration.
 async fn ensure_known(pool: &SqlitePool, migrations: &Migrator) -> Result<(), SchemaTooNew> {
-    let known = migrations.iter().map(|m| m.version).max().unwrap_or(0);
     // A new database has no table yet; any error reading it leaves the verdict to sqlx.
-    let found: Option<i64> =
-        sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
-            .fetch_one(pool)
-            .await
-            .ok()
-            .flatten();
+    let found = sqlx::query_scalar(APPLIED_VERSION)
+        .fetch_one(pool)
+        .await
+        .ok()
+        .flatten();
+    known(found, migrations)
+}
+
+/// The newest migration a database has applied (both backends, same table).
+const APPLIED_VERSION: &str = "SELECT MAX(version) FROM _sqlx_migrations WHERE success";
+
+fn known(found: Option<i64>, migrations: &Migrator) -> Result<(), SchemaTooNew> {
+    let known = migrations.iter().map(|m| m.version).max().unwrap_or(0);
     match found {
         Some(found) if found > known => Err(SchemaTooNew { found, known }),
         _ => Ok(()),
