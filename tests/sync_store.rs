@@ -800,3 +800,40 @@ fn the_database_field_of_sync_yaml() {
         assert!(!err.contains("hunter2"), "{err}");
     }
 }
+
+/// TLS to PostgreSQL, with a server that accepts TCP connections only over TLS: the
+/// connection is refused in the clear, made with `verify-full` against the CA the URL
+/// names, refused with `verify-full` against the built-in roots (the certificate is not
+/// theirs), and made with `require` (encrypted, unverified), as libpq does.
+#[tokio::test]
+async fn postgres_over_tls_verifies_the_server_as_sslmode_says() {
+    let pg = common::pg::Postgres::start_tls();
+    let (port, ca) = pg.tls.clone().unwrap();
+    let url = |query: &str| format!("postgres://postgres@127.0.0.1:{port}/postgres?{query}");
+    let open = |query: String| async move {
+        SyncStore::connect(&Database::parse(&query).unwrap(), 1).await
+    };
+    let clear = open(url("sslmode=disable")).await.unwrap_err().to_string();
+    assert!(clear.contains("no encryption"), "{clear}");
+    let verified = open(url(&format!(
+        "sslmode=verify-full&sslrootcert={}",
+        ca.display()
+    )))
+    .await
+    .unwrap();
+    verified
+        .add_source("tls", "https://x.example/")
+        .await
+        .unwrap();
+    assert_eq!(verified.status().await.unwrap().len(), 1);
+    let unknown = open(url("sslmode=verify-full"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        unknown.to_lowercase().contains("certificate"),
+        "an unknown CA must fail verification: {unknown}"
+    );
+    let encrypted = open(url("sslmode=require")).await.unwrap();
+    assert_eq!(encrypted.status().await.unwrap().len(), 1);
+}

@@ -29,6 +29,9 @@ pub fn shared() -> Arc<Postgres> {
 pub struct Postgres {
     child: Child,
     dir: tempfile::TempDir,
+    /// With [`Postgres::start_tls`]: the loopback port, and the CA that signed the
+    /// server's certificate.
+    pub tls: Option<(u16, PathBuf)>,
 }
 
 /// The newest installed server's `bin` directory (`$PG_BIN` overrides).
@@ -75,6 +78,17 @@ fn command(program: &Path) -> Command {
 
 impl Postgres {
     pub fn start() -> Postgres {
+        Postgres::launch(false)
+    }
+
+    /// A server that also listens on a loopback TCP port and accepts connections there
+    /// only over TLS (`hostssl` alone in `pg_hba.conf`), with a certificate for
+    /// `127.0.0.1` signed by a CA of its own (made with `openssl`).
+    pub fn start_tls() -> Postgres {
+        Postgres::launch(true)
+    }
+
+    fn launch(tls: bool) -> Postgres {
         let bin = bin_dir();
         let dir = tempfile::tempdir().unwrap();
         if is_root() {
@@ -105,23 +119,56 @@ impl Postgres {
             "initdb: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let child = command(&bin.join("postgres"))
+        let mut extra = vec!["listen_addresses=".to_owned()];
+        let mut tls_info = None;
+        if tls {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let ca = certificates(dir.path());
+            std::fs::write(
+                data.join("pg_hba.conf"),
+                "local all all trust\nhostssl all all 127.0.0.1/32 trust\n",
+            )
+            .unwrap();
+            let certs = dir.path().join("certs");
+            extra = vec![
+                "listen_addresses=127.0.0.1".to_owned(),
+                format!("port={port}"),
+                "ssl=on".to_owned(),
+                format!("ssl_cert_file={}", certs.join("server.crt").display()),
+                format!("ssl_key_file={}", certs.join("server.key").display()),
+            ];
+            tls_info = Some((port, ca));
+        }
+        let mut postgres = command(&bin.join("postgres"));
+        for setting in &extra {
+            postgres.args(["-c", setting]);
+        }
+        let child = postgres
             .arg("-D")
             .arg(&data)
             .arg("-k")
             .arg(dir.path())
-            .args(["-c", "listen_addresses=", "-c", "fsync=off"])
+            .args(["-c", "fsync=off"])
             .args(["-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let pg = Postgres { child, dir };
+        let pg = Postgres {
+            child,
+            dir,
+            tls: tls_info,
+        };
         let started = Instant::now();
         loop {
             let ready = Command::new(bin.join("pg_isready"))
                 .arg("-h")
                 .arg(pg.dir.path())
+                .args(["-p", &pg.port().to_string()])
                 .arg("-q")
                 .status()
                 .unwrap();
@@ -136,6 +183,11 @@ impl Postgres {
         }
     }
 
+    /// The port its socket file is named after (5432 unless it listens on TCP).
+    fn port(&self) -> u16 {
+        self.tls.as_ref().map_or(5432, |(port, _)| *port)
+    }
+
     /// A URL of a new, empty database of its own.
     pub async fn fresh(&self) -> String {
         let n = NEXT_DATABASE.fetch_add(1, Ordering::Relaxed);
@@ -146,7 +198,8 @@ impl Postgres {
     pub async fn database(&self, name: &str) -> String {
         let url = |db: &str| {
             format!(
-                "postgres://postgres@localhost/{db}?host={}",
+                "postgres://postgres@localhost:{}/{db}?host={}",
+                self.port(),
                 self.dir.path().display()
             )
         };
@@ -160,6 +213,86 @@ impl Postgres {
         }
         url(name)
     }
+}
+
+/// A CA and a server certificate for 127.0.0.1 it signed, in `DIR/certs` (owned by
+/// the server's user, key readable by it alone, as PostgreSQL requires); returns the
+/// CA's path.
+fn certificates(dir: &Path) -> PathBuf {
+    let certs = dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(&certs)
+            .output()
+            .expect("openssl (installed by .ci/run)");
+        assert!(out.status.success(), "openssl {args:?}: {out:?}");
+    };
+    openssl(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+    ]);
+    openssl(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]);
+    std::fs::write(
+        certs.join("san.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "server.crt",
+    ]);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        certs.join("server.key"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    if is_root() {
+        let out = Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(&certs)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    certs.join("ca.crt")
 }
 
 impl Drop for Postgres {
