@@ -1,14 +1,15 @@
 //! Writing the catalog: inserting versions (alone, or with the signed metadata that
 //! publishes them) and keeping each plugin's summary of its latest listed version.
 
-use super::{Inserted, LinkKind, Store, StoreError, StoredMetadata, tuf};
+use super::{SqliteStore, tuf};
 use crate::definition::Definition;
+use crate::store::{Inserted, LinkKind, StoreError, StoredMetadata};
 
-impl Store {
+impl SqliteStore {
     /// Stores a validated definition under `publisher`, creating publisher and plugin on
     /// first use. Storing the same bytes again is a no-op; other bytes under an existing
     /// version are refused, because published versions are immutable.
-    pub async fn insert_version(
+    pub(crate) async fn insert_version(
         &self,
         publisher: &str,
         def: &Definition,
@@ -23,14 +24,14 @@ impl Store {
     /// Marks the publisher's versions with these hashes yanked and stores the signed
     /// metadata that says so, in one transaction. Yanked versions stay downloadable by
     /// hash; listings move to the newest version still listed.
-    pub async fn yank(
+    pub(crate) async fn yank(
         &self,
         publisher: &str,
         hashes: &[String],
         files: &[StoredMetadata],
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut tx = crate::db::begin_write(self.pool()).await?;
+        let mut tx = crate::db::begin_write(&self.pool).await?;
         let mut plugins = Vec::new();
         for hash in hashes {
             let ids: Vec<i64> = sqlx::query_scalar(
@@ -51,14 +52,13 @@ impl Store {
         }
         tuf::put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
-        self.metadata_committed();
         Ok(())
     }
 
     /// Stores published definitions together with the signed metadata that publishes
     /// them, in one transaction: all or nothing. A metadata version that already exists
     /// (a concurrent publish won) or a changed definition fails the whole commit.
-    pub async fn publish(
+    pub(crate) async fn publish(
         &self,
         publisher: &str,
         defs: &[Definition],
@@ -81,18 +81,17 @@ impl Store {
         }
         tuf::put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
-        self.metadata_committed();
         Ok(())
     }
 }
 
-impl Store {
+impl SqliteStore {
     /// Recomputes the requirement flags of plugins a migration marked stale (the
     /// approval rule changed) from each one's latest listed definition, leaving
     /// `updated_at` alone: the plugin did not change, the reading of it did. Returns how
     /// many were recomputed. A definition that no longer parses keeps its flags and its
     /// mark, and is logged on every open until an operator removes it.
-    pub(super) async fn refresh_stale_approvals(&self) -> Result<usize, StoreError> {
+    pub(crate) async fn refresh_stale_approvals(&self) -> Result<usize, StoreError> {
         let ids: Vec<i64> =
             sqlx::query_scalar("SELECT id FROM plugins WHERE approval_stale = TRUE")
                 .fetch_all(&self.pool)
@@ -148,7 +147,7 @@ impl Store {
     /// Records, for each version stored before the column existed, whether Fundament can
     /// install it. Returns how many were checked. A definition that no longer parses
     /// stays unchecked and is logged on every open until an operator removes it.
-    pub(super) async fn check_installability(&self) -> Result<usize, StoreError> {
+    pub(crate) async fn check_installability(&self) -> Result<usize, StoreError> {
         let rows: Vec<(i64, String, Vec<u8>)> = sqlx::query_as(
             "SELECT id, hash, definition FROM plugin_versions WHERE not_installable IS NULL",
         )

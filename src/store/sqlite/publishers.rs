@@ -1,0 +1,312 @@
+//! Publishers: their public keys, signature threshold and API tokens (stored hashed).
+
+use sqlx::Row;
+
+use super::SqliteStore;
+use super::tuf::put_metadata_in;
+use crate::store::{PublisherRecord, StoreError, StoredMetadata};
+
+impl SqliteStore {
+    /// Registers a publisher with its keys and first token. A name already in use is
+    /// refused, except a publisher known only from definitions and without keys.
+    pub(crate) async fn add_publisher(
+        &self,
+        name: &str,
+        public_keys: &[String],
+        threshold: u64,
+        token_sha256: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut tx = crate::db::begin_write(&self.pool).await?;
+        let existing: Option<String> =
+            sqlx::query_scalar("SELECT public_keys FROM publishers WHERE name = ?")
+                .bind(name)
+                .fetch_optional(&mut *tx)
+                .await?;
+        match existing {
+            Some(keys) if !keys.is_empty() => {
+                return Err(StoreError::PublisherExists(name.to_owned()));
+            }
+            Some(_) => {
+                sqlx::query("UPDATE publishers SET public_keys = ?, threshold = ? WHERE name = ?")
+                    .bind(public_keys.join(" "))
+                    .bind(i64::try_from(threshold).unwrap_or(i64::MAX))
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            None => {
+                sqlx::query("INSERT INTO publishers (name, created_at, public_keys, threshold) VALUES (?, ?, ?, ?)")
+                    .bind(name)
+                    .bind(now)
+                    .bind(public_keys.join(" "))
+                    .bind(i64::try_from(threshold).unwrap_or(i64::MAX))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        insert_token(&mut tx, name, token_sha256, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Sets the keys of a publisher that may not exist yet (the built-in publisher).
+    pub(crate) async fn set_publisher_keys(
+        &self,
+        name: &str,
+        public_keys: &[String],
+        threshold: u64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO publishers (name, created_at, public_keys, threshold) VALUES (?, ?, ?, ?)
+             ON CONFLICT (name) DO UPDATE SET public_keys = excluded.public_keys, threshold = excluded.threshold",
+        )
+        .bind(name)
+        .bind(crate::clock::now())
+        .bind(public_keys.join(" "))
+        .bind(i64::try_from(threshold).unwrap_or(i64::MAX))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Replaces the keys and threshold of a registered publisher (key rotation). Uploads
+    /// are checked against these from now on; the signed delegation follows when the
+    /// publisher re-signs its role with them.
+    pub(crate) async fn replace_publisher_keys(
+        &self,
+        name: &str,
+        public_keys: &[String],
+        threshold: u64,
+    ) -> Result<(), StoreError> {
+        let done = sqlx::query(
+            "UPDATE publishers SET public_keys = ?, threshold = ? WHERE name = ? AND public_keys <> ''",
+        )
+        .bind(public_keys.join(" "))
+        .bind(i64::try_from(threshold).unwrap_or(i64::MAX))
+        .bind(name)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NoSuchPublisher(name.to_owned()));
+        }
+        Ok(())
+    }
+
+    /// Issues another token for an existing publisher.
+    pub(crate) async fn add_token(
+        &self,
+        name: &str,
+        token_sha256: &str,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut tx = crate::db::begin_write(&self.pool).await?;
+        insert_token(&mut tx, name, token_sha256, now).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Revokes every active token of a publisher; returns how many were active.
+    pub(crate) async fn revoke_tokens(&self, name: &str, now: i64) -> Result<u64, StoreError> {
+        let publisher = self
+            .publisher(name)
+            .await?
+            .ok_or_else(|| StoreError::NoSuchPublisher(name.to_owned()))?;
+        let done = sqlx::query(
+            "UPDATE publisher_tokens SET revoked_at = ? WHERE revoked_at IS NULL
+             AND publisher_id = (SELECT id FROM publishers WHERE name = ?)",
+        )
+        .bind(now)
+        .bind(&publisher.name)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    /// The publisher an active token belongs to.
+    pub(crate) async fn publisher_for_token(
+        &self,
+        token_sha256: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT p.name FROM publisher_tokens t JOIN publishers p ON p.id = t.publisher_id
+             WHERE t.token_sha256 = ? AND t.revoked_at IS NULL",
+        )
+        .bind(token_sha256)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    pub(crate) async fn publisher(
+        &self,
+        name: &str,
+    ) -> Result<Option<PublisherRecord>, StoreError> {
+        Ok(self.publisher_records(Some(name)).await?.into_iter().next())
+    }
+
+    /// Publishers with keys (those that can publish), by name.
+    pub(crate) async fn publisher_list(&self) -> Result<Vec<PublisherRecord>, StoreError> {
+        self.publisher_records(None).await
+    }
+
+    async fn publisher_records(
+        &self,
+        name: Option<&str>,
+    ) -> Result<Vec<PublisherRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT p.name, p.public_keys, p.threshold, p.created_at, p.suspended_at,
+                    (SELECT COUNT(*) FROM publisher_tokens t WHERE t.publisher_id = p.id AND t.revoked_at IS NULL) AS active
+             FROM publishers p WHERE p.public_keys <> '' AND (? IS NULL OR p.name = ?) ORDER BY p.name",
+        )
+        .bind(name)
+        .bind(name)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| PublisherRecord {
+                name: r.get("name"),
+                public_keys: r
+                    .get::<String, _>("public_keys")
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect(),
+                threshold: r.get::<i64, _>("threshold").try_into().unwrap_or(1),
+                created_at: r.get("created_at"),
+                active_tokens: r.get("active"),
+                suspended_at: r.get("suspended_at"),
+            })
+            .collect())
+    }
+}
+
+impl SqliteStore {
+    /// Suspends a publisher: stores the signed metadata that removes its delegation and
+    /// keeps the removed delegation (`delegation`, JSON) for [`Store::resume_publisher`],
+    /// in one transaction.
+    pub(crate) async fn suspend_publisher(
+        &self,
+        name: &str,
+        delegation: &str,
+        files: &[StoredMetadata],
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let mut tx = crate::db::begin_write(&self.pool).await?;
+        let done = sqlx::query(
+            "UPDATE publishers SET suspended_at = ?, suspended_delegation = ?
+             WHERE name = ? AND suspended_at IS NULL",
+        )
+        .bind(now)
+        .bind(delegation)
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NoSuchPublisher(name.to_owned()));
+        }
+        put_metadata_in(&mut tx, files).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The delegation kept when `name` was suspended; `None` when it is not suspended.
+    pub(crate) async fn suspended_delegation(
+        &self,
+        name: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT suspended_delegation FROM publishers WHERE name = ? AND suspended_at IS NOT NULL",
+        )
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?
+        .flatten())
+    }
+
+    /// Resumes a suspended publisher with the metadata that restores its delegation.
+    pub(crate) async fn resume_publisher(
+        &self,
+        name: &str,
+        files: &[StoredMetadata],
+    ) -> Result<(), StoreError> {
+        let mut tx = crate::db::begin_write(&self.pool).await?;
+        let done = sqlx::query(
+            "UPDATE publishers SET suspended_at = NULL, suspended_delegation = NULL
+             WHERE name = ? AND suspended_at IS NOT NULL",
+        )
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NoSuchPublisher(name.to_owned()));
+        }
+        put_metadata_in(&mut tx, files).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
+
+async fn insert_token(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    name: &str,
+    token_sha256: &str,
+    now: i64,
+) -> Result<(), StoreError> {
+    let inserted = sqlx::query(
+        "INSERT INTO publisher_tokens (publisher_id, token_sha256, created_at)
+         SELECT id, ?, ? FROM publishers WHERE name = ? AND public_keys <> ''",
+    )
+    .bind(token_sha256)
+    .bind(now)
+    .bind(name)
+    .execute(&mut **tx)
+    .await?;
+    if inserted.rows_affected() == 0 {
+        return Err(StoreError::NoSuchPublisher(name.to_owned()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    #[tokio::test]
+    async fn tokens_map_to_their_publisher_until_revoked() {
+        let store = Store::open_in_memory().await.unwrap();
+        let keys = vec!["ab".repeat(32)];
+        store
+            .add_publisher("acme", &keys, 1, "t1", 10)
+            .await
+            .unwrap();
+        store.add_token("acme", "t2", 11).await.unwrap();
+        assert_eq!(
+            store.publisher_for_token("t1").await.unwrap().as_deref(),
+            Some("acme")
+        );
+        assert_eq!(
+            store
+                .publisher("acme")
+                .await
+                .unwrap()
+                .unwrap()
+                .active_tokens,
+            2
+        );
+        assert!(matches!(
+            store.add_publisher("acme", &keys, 1, "t3", 12).await,
+            Err(StoreError::PublisherExists(_))
+        ));
+        assert_eq!(store.revoke_tokens("acme", 13).await.unwrap(), 2);
+        assert_eq!(store.publisher_for_token("t1").await.unwrap(), None);
+        assert!(matches!(
+            store.add_token("nobody", "t4", 14).await,
+            Err(StoreError::NoSuchPublisher(_))
+        ));
+        assert!(matches!(
+            store.revoke_tokens("nobody", 14).await,
+            Err(StoreError::NoSuchPublisher(_))
+        ));
+    }
+}
