@@ -837,3 +837,33 @@ async fn postgres_over_tls_verifies_the_server_as_sslmode_says() {
     let encrypted = open(url("sslmode=require")).await.unwrap();
     assert_eq!(encrypted.status().await.unwrap().len(), 1);
 }
+
+/// A database the worker cannot open is named with the cause, once: not a pool that
+/// timed out, not the same words repeated down the error chain.
+#[tokio::test]
+async fn postgres_that_cannot_be_opened_says_why_once() {
+    let pg = common::pg::shared();
+    let url = pg.fresh().await.replacen("/test", "/missing", 1);
+    let Err(err) = SyncStore::connect(&Database::parse(&url).unwrap(), 1).await else {
+        panic!("opened a database that does not exist");
+    };
+    let text = format!("{:#}", anyhow::Error::new(err));
+    assert_eq!(text.matches("does not exist").count(), 1, "{text}");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let refused = format!("postgres://u:hunter2@127.0.0.1:{port}/db");
+    let started = std::time::Instant::now();
+    let Err(err) = SyncStore::connect(&Database::parse(&refused).unwrap(), 1).await else {
+        panic!("connected to a closed port");
+    };
+    let text = format!("{:#}", anyhow::Error::new(err));
+    assert!(text.contains("Connection refused"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "a refused connection fails at once, not after the pool's timeout"
+    );
+}

@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
-use sqlx::PgPool;
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{ConnectOptions, Connection, PgPool};
 
 use super::SchemaTooNew;
 
@@ -29,6 +29,9 @@ pub(crate) async fn open<E>(
 where
     E: From<sqlx::Error> + From<MigrateError> + From<SchemaTooNew>,
 {
+    // One connection first: a pool that cannot connect reports only that it timed out,
+    // where this names the cause (refused, authentication, no such database, TLS).
+    options.connect().await?.close().await?;
     let pool = PgPoolOptions::new()
         .max_connections(connections.max(1))
         .acquire_timeout(ACQUIRE_TIMEOUT)

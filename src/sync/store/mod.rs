@@ -41,12 +41,32 @@ pub use postgres::MIGRATIONS as POSTGRES_MIGRATIONS;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SyncStoreError {
+    // The cause is part of each message and deliberately not also a `source()`, so an
+    // error chain prints it once.
     #[error("sync database: {0}")]
-    Db(#[from] sqlx::Error),
+    Db(sqlx::Error),
     #[error("sync database migration: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
+    Migrate(sqlx::migrate::MigrateError),
     #[error("sync database: {0}")]
-    TooNew(#[from] crate::db::SchemaTooNew),
+    TooNew(crate::db::SchemaTooNew),
+}
+
+impl From<sqlx::Error> for SyncStoreError {
+    fn from(e: sqlx::Error) -> Self {
+        SyncStoreError::Db(e)
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for SyncStoreError {
+    fn from(e: sqlx::migrate::MigrateError) -> Self {
+        SyncStoreError::Migrate(e)
+    }
+}
+
+impl From<crate::db::SchemaTooNew> for SyncStoreError {
+    fn from(e: crate::db::SchemaTooNew) -> Self {
+        SyncStoreError::TooNew(e)
+    }
 }
 
 /// The worker's store on whichever backend its configuration names.
