@@ -433,26 +433,25 @@ async fn the_workers_schema_is_the_same_on_sqlite_and_postgresql() {
 #[tokio::test]
 async fn the_servers_schema_is_the_same_on_sqlite_and_postgresql() {
     use marketplace::store::{MIGRATIONS, POSTGRES_MIGRATIONS, Store};
-    const SEED: &str = "SELECT id, n FROM catalog_generation ORDER BY id";
+    // The change feed's rows, as numbers: 1 catalog, 2 metadata.
+    const SEED: &str =
+        "SELECT CAST(CASE domain WHEN 'catalog' THEN 1 WHEN 'metadata' THEN 2 END AS BIGINT),
+        generation FROM change_feed ORDER BY 1";
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("marketplace.db");
     drop(Store::open(&path).await.unwrap());
     let mut conn = sqlite(&path).await;
     // SQLite's full-text index is a tsvector column of plugins on PostgreSQL.
-    let mut sqlite = sqlite_schema(&mut conn, &["plugin_search"], SEED).await;
-    // Always 1 (a CHECK): a rowid alias on SQLite, a plain key on PostgreSQL.
-    assert!(
-        sqlite
-            .generated
-            .remove(&("catalog_generation".into(), "id".into()))
-    );
+    let sqlite = sqlite_schema(&mut conn, &["plugin_search"], SEED).await;
+    // The change feed is written by the transactions themselves, on both (migration
+    // 0010 dropped SQLite's triggers).
     let triggers: Vec<String> =
         sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'trigger'")
             .fetch_all(&mut conn)
             .await
             .unwrap();
-    assert_eq!(triggers.len(), 9, "{triggers:?}");
+    assert_eq!(triggers, Vec::<String>::new());
     // The server the tests of this binary share; held until the test ends.
     let pg = common::pg::shared();
     let pool = postgres(&pg, &POSTGRES_MIGRATIONS).await;
@@ -460,15 +459,15 @@ async fn the_servers_schema_is_the_same_on_sqlite_and_postgresql() {
 
     assert_eq!(sqlite.columns.len(), 12, "{:?}", sqlite.columns.keys());
     assert_eq!(sqlite.generated.len(), 5, "{:?}", sqlite.generated);
-    assert_eq!(sqlite.seeded, [(1, 0)]);
-    only_seeded(&sqlite, "catalog_generation");
-    assert_eq!(sqlite.version, 9);
+    assert_eq!(sqlite.seeded, [(1, 0), (2, 0)]);
+    only_seeded(&sqlite, "change_feed");
+    assert_eq!(sqlite.version, 10);
     assert_same(&sqlite, &postgres);
-    assert_eq!(last(&MIGRATIONS), Some(9));
-    assert_eq!(last(&POSTGRES_MIGRATIONS), Some(9));
+    assert_eq!(last(&MIGRATIONS), Some(10));
+    assert_eq!(last(&POSTGRES_MIGRATIONS), Some(10));
     // `migrate!("./migrations")` takes none of the files in the folders beside them.
-    assert_eq!(MIGRATIONS.iter().count(), 9);
-    assert_eq!(POSTGRES_MIGRATIONS.iter().count(), 1);
+    assert_eq!(MIGRATIONS.iter().count(), 10);
+    assert_eq!(POSTGRES_MIGRATIONS.iter().count(), 2);
 
     // What PostgreSQL has instead of the FTS5 table: a document column under GIN.
     let (kind, nullable): (String, String) = sqlx::query_as(
@@ -492,7 +491,7 @@ async fn the_servers_schema_is_the_same_on_sqlite_and_postgresql() {
         definitions[0].ends_with("USING gin (search_document)"),
         "{definitions:?}"
     );
-    // And no triggers: writers bump catalog_generation themselves.
+    // And no triggers: writers bump the change feed themselves.
     let triggers: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
            JOIN pg_namespace ns ON ns.oid = c.relnamespace

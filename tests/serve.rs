@@ -6,15 +6,13 @@
 mod common;
 
 use std::io::Read;
-use std::path::Path;
-use std::time::SystemTime;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use common::publishing::{Client, definition, marketplace, setup_with};
 use common::{Server, output_text, python_tuf, send, trusted_root};
 use marketplace::AppState;
-use marketplace::store::{METADATA_STAMP_SETTLE, Store, StoredMetadata};
+use marketplace::store::{Store, StoredMetadata};
 use marketplace::trust::files::{COMPRESS_OVER, Files};
 use sha2::{Digest, Sha256};
 
@@ -42,19 +40,6 @@ fn gunzip(bytes: &[u8]) -> Vec<u8> {
         .read_to_end(&mut out)
         .expect("valid gzip");
     out
-}
-
-/// Moves the database's write-ahead log into the past, as if nothing had been
-/// committed for a while: the server then trusts what it read and stops asking the
-/// database on each request, which is the state a later write must break.
-fn quiet_log(db: &Path) {
-    let wal = db.with_file_name(format!("{}-wal", db.file_name().unwrap().to_str().unwrap()));
-    std::fs::File::options()
-        .write(true)
-        .open(&wal)
-        .expect("the database has a write-ahead log")
-        .set_modified(SystemTime::now() - 5 * METADATA_STAMP_SETTLE)
-        .unwrap();
 }
 
 async fn get_with(url: &str, accept_encoding: Option<&str>) -> reqwest::Response {
@@ -231,20 +216,17 @@ async fn a_new_timestamp_is_served_once_committed_here_or_by_another_process() {
     let root = |v: u64| meta("root", v, large("root", v, 2 * COMPRESS_OVER));
     let ts = |v: u64| meta("timestamp", v, format!("{{\"t\":{v}}}"));
     here.put_metadata(&[root(1), ts(1)]).await.unwrap();
-    quiet_log(&db);
     assert_eq!(fetch("timestamp.json").await, "{\"t\":1}");
     assert_eq!(fetch("timestamp.json").await, "{\"t\":1}", "held in memory");
 
     // This process (any clone of its store) commits: served at once.
     here.put_metadata(&[ts(2)]).await.unwrap();
-    quiet_log(&db);
     assert_eq!(fetch("timestamp.json").await, "{\"t\":2}");
     assert_eq!(fetch("timestamp.json").await, "{\"t\":2}");
 
     // Another process commits (its own pool, its own counters): served at once too.
     other.put_metadata(&[ts(3)]).await.unwrap();
     assert_eq!(fetch("timestamp.json").await, "{\"t\":3}");
-    quiet_log(&db);
     assert_eq!(fetch("timestamp.json").await, "{\"t\":3}");
     assert_eq!(
         fetch("root.json").await,
@@ -262,7 +244,6 @@ async fn a_new_timestamp_is_served_once_committed_here_or_by_another_process() {
 async fn the_running_server_serves_what_the_cli_writes_beside_it() {
     let dir = tempfile::tempdir().unwrap();
     let m = setup_with(&dir.path().join("m"), &[]);
-    let db = m.data.join("marketplace.db");
     let server = Server::start(&m.data);
     let c = Client::new(&server.url);
     let def = definition("gateway", "edge", "1.0.0");
@@ -273,7 +254,6 @@ async fn the_running_server_serves_what_the_cli_writes_beside_it() {
         let v: serde_json::Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
         v["signed"]["version"].as_u64().unwrap()
     };
-    quiet_log(&db);
     let before = timestamp().await;
     assert_eq!(timestamp().await, before);
 
@@ -298,7 +278,6 @@ async fn the_running_server_serves_what_the_cli_writes_beside_it() {
         m.data.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", output_text(&out));
-    quiet_log(&db);
     let resumed = timestamp().await;
     assert!(resumed > after);
     let next = definition("gateway", "edge", "1.1.0");

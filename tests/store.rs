@@ -352,3 +352,98 @@ async fn concurrent_writers_on_one_file_wait_their_turn() {
     let failed = failures(tasks).await;
     assert!(failed.is_empty(), "{} failed: {failed:?}", failed.len());
 }
+
+/// The change feed: each write bumps the generation of what it changes (catalog: what
+/// listings read; metadata: signed metadata), in its own transaction, and leaves the
+/// other alone; a write that fails bumps nothing.
+#[tokio::test]
+async fn every_write_bumps_what_it_changes_in_the_change_feed() {
+    use marketplace::store::{Domain, StoredMetadata};
+    let store = Store::open_in_memory().await.unwrap();
+    let feed = || async {
+        (
+            store.generation(Domain::Catalog).await.unwrap(),
+            store.generation(Domain::Metadata).await.unwrap(),
+        )
+    };
+    let meta = |role: &str, version: u64| StoredMetadata {
+        role: role.into(),
+        version,
+        bytes: format!("{role} {version}").into_bytes(),
+        sha256: format!("{version:064}"),
+        expires_at: NOW + 60,
+        created_at: NOW,
+    };
+    let mut last = feed().await;
+    let mut expect = async |what: &str, catalog: bool, metadata: bool| {
+        let now = feed().await;
+        assert_eq!(
+            (now.0 > last.0, now.1 > last.1),
+            (catalog, metadata),
+            "{what}: {last:?} -> {now:?}"
+        );
+        last = now;
+    };
+    let keys = vec!["ab".repeat(32)];
+    store
+        .add_publisher("acme", &keys, 1, "t1", NOW)
+        .await
+        .unwrap();
+    expect("add_publisher", true, false).await;
+    store.add_token("acme", "t2", NOW).await.unwrap();
+    expect("add_token", false, false).await;
+    store
+        .replace_publisher_keys("acme", &keys, 1)
+        .await
+        .unwrap();
+    expect("replace_publisher_keys", false, false).await;
+    let v1 = with_version("gateway", "1.0.0");
+    store.insert_version("acme", &v1, NOW).await.unwrap();
+    expect("insert_version", true, false).await;
+    store.insert_version("acme", &v1, NOW).await.unwrap();
+    expect("insert_version, the same bytes again", false, false).await;
+    store.put_metadata(&[meta("timestamp", 1)]).await.unwrap();
+    expect("put_metadata", false, true).await;
+    assert!(
+        store
+            .put_metadata(&[meta("snapshot", 1), meta("timestamp", 1)])
+            .await
+            .is_err()
+    );
+    expect("put_metadata refused", false, false).await;
+    let v2 = with_version("gateway", "2.0.0");
+    store
+        .publish(
+            "acme",
+            std::slice::from_ref(&v2),
+            &["k1".into()],
+            &[meta("timestamp", 2)],
+            NOW,
+        )
+        .await
+        .unwrap();
+    expect("publish", true, true).await;
+    store
+        .yank(
+            "acme",
+            std::slice::from_ref(&v2.hash),
+            &[meta("timestamp", 3)],
+            NOW,
+        )
+        .await
+        .unwrap();
+    expect("yank", true, true).await;
+    store
+        .suspend_publisher("acme", "{}", &[meta("timestamp", 4)], NOW)
+        .await
+        .unwrap();
+    expect("suspend_publisher", true, true).await;
+    store
+        .resume_publisher("acme", &[meta("timestamp", 5)])
+        .await
+        .unwrap();
+    expect("resume_publisher", true, true).await;
+    store.enqueue_unlinked_images(NOW).await.unwrap();
+    store.retry_mirrors(None, NOW).await.unwrap();
+    expect("mirror bookkeeping", false, false).await;
+}

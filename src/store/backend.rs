@@ -14,9 +14,9 @@ use std::sync::Arc;
 use super::cache::CatalogCache;
 use super::sqlite::SqliteStore;
 use super::{
-    Content, Definition, Facets, Inserted, LinkKind, ListedPlugin, MirrorJob, MirrorStatus, Page,
-    PluginQuery, PluginRecord, PluginRef, PluginSummary, PublisherRecord, Referrer, ServedManifest,
-    Store, StoreError, StoredMetadata, VersionRecord,
+    Content, Definition, Domain, Facets, Inserted, LinkKind, ListedPlugin, MirrorJob, MirrorStatus,
+    Page, PluginQuery, PluginRecord, PluginRef, PluginSummary, PublisherRecord, Referrer,
+    ServedManifest, Store, StoreError, StoredMetadata, VersionRecord,
 };
 
 /// The backend a [`Store`] runs on.
@@ -289,6 +289,13 @@ store_traits! {
         fn referrers(&self, host: &str, repository: &str, digest: &str) -> Vec<Referrer>;
         /// Every digest a mirrored (or mirroring) image records: what `mirror gc` keeps.
         fn referenced_digests(&self) -> HashSet<String>;
+    }
+
+    /// The change feed: a generation per [`Domain`] that every write to the domain
+    /// bumps in its own transaction. Readers that keep copies (the catalog cache,
+    /// `/tuf/`'s newest timestamp and root) compare it to the one they read with.
+    trait ChangeFeed {
+        fn generation(&self, domain: Domain) -> i64;
     }
 
     /// What opening and readiness need.

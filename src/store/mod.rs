@@ -23,11 +23,11 @@ use sqlx::migrate::Migrator;
 use crate::db;
 use crate::definition::Definition;
 
-use backend::{Backend, Catalog, Maintenance, Publishers, SignedIndex};
+use backend::{Backend, Catalog, ChangeFeed, Maintenance, Publishers, SignedIndex};
 use sqlite::SqliteStore;
 
 pub use cache::{CacheUsage, DEFAULT_BUDGET as DEFAULT_CACHE_BUDGET};
-pub use changes::{SETTLE as METADATA_STAMP_SETTLE, Stamp};
+pub use changes::Stamp;
 pub use mirror::{Content, ContentKind, MirrorJob, MirrorStatus, Referrer, ServedManifest};
 pub use publishers::PublisherRecord;
 pub use query::{ListedPlugin, Page, PluginQuery, PluginSummary, Sort, search_tokens};
@@ -71,6 +71,26 @@ impl From<sqlx::Error> for StoreError {
 impl From<sqlx::migrate::MigrateError> for StoreError {
     fn from(e: sqlx::migrate::MigrateError) -> Self {
         StoreError::Migrate(e)
+    }
+}
+
+/// A part of the store that readers keep copies of, with a generation every write to it
+/// bumps in its own transaction (the change feed, table `change_feed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Domain {
+    /// What listings and facets read: plugins, publishers' names and suspension, tags,
+    /// the search index.
+    Catalog,
+    /// Signed TUF metadata.
+    Metadata,
+}
+
+impl Domain {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Domain::Catalog => "catalog",
+            Domain::Metadata => "metadata",
+        }
     }
 }
 
@@ -176,31 +196,23 @@ pub struct Store {
     db: Backend,
     /// Listings and facets per generation of the catalog tables; see [`cache`].
     cache: Arc<cache::CatalogCache>,
-    /// Tells readers that keep metadata in memory when to read it again.
-    changes: Arc<changes::Changes>,
 }
 
 impl Store {
     /// Opens (creating if needed) the database file and applies pending migrations.
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
-        let db = Backend::Sqlite(SqliteStore::open(path).await?);
-        Self::with(db, Some(path)).await
+        Self::with(Backend::Sqlite(SqliteStore::open(path).await?)).await
     }
 
     /// A private in-memory database, for tests.
     pub async fn open_in_memory() -> Result<Store, StoreError> {
-        Self::with(Backend::Sqlite(SqliteStore::open_in_memory().await?), None).await
+        Self::with(Backend::Sqlite(SqliteStore::open_in_memory().await?)).await
     }
 
-    async fn with(db: Backend, path: Option<&Path>) -> Result<Store, StoreError> {
+    async fn with(db: Backend) -> Result<Store, StoreError> {
         let store = Store {
             db,
             cache: Arc::new(cache::CatalogCache::new(cache::DEFAULT_BUDGET)),
-            // The path SQLite writes the log beside (it follows symbolic links).
-            changes: Arc::new(changes::Changes::new(
-                path.map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned()))
-                    .as_deref(),
-            )),
         };
         let refreshed = store.db.refresh_stale_approvals().await?;
         if refreshed > 0 {
@@ -270,7 +282,6 @@ impl Store {
         self.db
             .publish(publisher, defs, signer_key_ids, files, now)
             .await?;
-        self.metadata_committed();
         Ok(())
     }
 
@@ -285,7 +296,6 @@ impl Store {
         now: i64,
     ) -> Result<(), StoreError> {
         self.db.yank(publisher, hashes, files, now).await?;
-        self.metadata_committed();
         Ok(())
     }
 
@@ -294,7 +304,6 @@ impl Store {
     /// same role are told apart: one wins, the other must start again from fresh metadata.
     pub async fn put_metadata(&self, files: &[StoredMetadata]) -> Result<(), StoreError> {
         self.db.put_metadata(files).await?;
-        self.metadata_committed();
         Ok(())
     }
 
@@ -311,7 +320,6 @@ impl Store {
         self.db
             .suspend_publisher(name, delegation, files, now)
             .await?;
-        self.metadata_committed();
         Ok(())
     }
 
@@ -322,20 +330,16 @@ impl Store {
         files: &[StoredMetadata],
     ) -> Result<(), StoreError> {
         self.db.resume_publisher(name, files).await?;
-        self.metadata_committed();
         Ok(())
     }
 
-    /// A cheap token (no query) that changes whenever signed metadata may have been
-    /// committed, by this process or another one on the same database file; see
-    /// [`Stamp::unchanged_since`]. Take it before reading what it is to vouch for.
-    pub fn metadata_stamp(&self) -> Stamp {
-        self.changes.stamp()
-    }
-
-    /// After every commit that stored metadata.
-    fn metadata_committed(&self) {
-        self.changes.committed();
+    /// A token that changes whenever signed metadata was committed, by this process or
+    /// another one on the same database; see [`Stamp::unchanged_since`]. Take it before
+    /// reading what it is to vouch for.
+    pub async fn metadata_stamp(&self) -> Result<Stamp, StoreError> {
+        Ok(Stamp {
+            generation: self.db.generation(Domain::Metadata).await?,
+        })
     }
 }
 

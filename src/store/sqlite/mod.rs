@@ -17,11 +17,33 @@ use sqlx::{Row, SqlitePool};
 
 use super::cache::CatalogCache;
 use super::{
-    Facets, ImageMirror, LinkKind, MIGRATIONS, PluginRecord, PluginRef, StoreError, VersionRecord,
-    stored_definition,
+    Domain, Facets, ImageMirror, LinkKind, MIGRATIONS, PluginRecord, PluginRef, StoreError,
+    VersionRecord, stored_definition,
 };
 use crate::db;
 use crate::definition::Definition;
+
+const GENERATION: &str = "SELECT generation FROM change_feed WHERE domain = ?";
+
+/// Tells readers of `domain` it changed: in the transaction that changes it.
+async fn bump(tx: &mut sqlx::SqliteConnection, domain: Domain) -> Result<(), StoreError> {
+    sqlx::query("UPDATE change_feed SET generation = generation + 1 WHERE domain = ?")
+        .bind(domain.as_str())
+        .execute(tx)
+        .await?;
+    Ok(())
+}
+
+/// The generation of `domain` as a transaction sees it.
+async fn read_generation(
+    tx: &mut sqlx::SqliteConnection,
+    domain: Domain,
+) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(GENERATION)
+        .bind(domain.as_str())
+        .fetch_one(tx)
+        .await?)
+}
 
 #[derive(Clone)]
 pub(crate) struct SqliteStore {
@@ -48,6 +70,14 @@ impl SqliteStore {
 
     pub(crate) async fn close(&self) {
         self.pool.close().await;
+    }
+
+    /// The generation of `domain` in the change feed.
+    pub(crate) async fn generation(&self, domain: Domain) -> Result<i64, StoreError> {
+        Ok(sqlx::query_scalar(GENERATION)
+            .bind(domain.as_str())
+            .fetch_one(&self.pool)
+            .await?)
     }
 
     pub(crate) async fn ping(&self) -> Result<(), StoreError> {
@@ -259,12 +289,12 @@ impl SqliteStore {
     /// Tags of listed plugins with their counts (most used first, at most 50) and the
     /// publishers that are not suspended; cached per generation like listings.
     pub(crate) async fn facets_in(&self, cache: &CatalogCache) -> Result<Arc<Facets>, StoreError> {
-        let generation = self.generation().await?;
+        let generation = self.generation(Domain::Catalog).await?;
         if let Some(facets) = cache.facets(generation) {
             return Ok(facets);
         }
         let mut tx = self.pool.begin().await?;
-        let generation = query::read_generation(&mut tx).await?;
+        let generation = read_generation(&mut tx, Domain::Catalog).await?;
         // plugin_tags only holds rows for listed plugins; suspended publishers' are left out.
         let tags = sqlx::query_as(
             "SELECT t.tag, COUNT(*) AS n FROM plugin_tags t

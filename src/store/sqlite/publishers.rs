@@ -4,7 +4,7 @@ use sqlx::Row;
 
 use super::SqliteStore;
 use super::tuf::put_metadata_in;
-use crate::store::{PublisherRecord, StoreError, StoredMetadata};
+use crate::store::{Domain, PublisherRecord, StoreError, StoredMetadata};
 
 impl SqliteStore {
     /// Registers a publisher with its keys and first token. A name already in use is
@@ -46,6 +46,8 @@ impl SqliteStore {
             }
         }
         insert_token(&mut tx, name, token_sha256, now).await?;
+        // A new publisher is one more in the catalog's publisher filter.
+        super::bump(&mut tx, Domain::Catalog).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -57,6 +59,7 @@ impl SqliteStore {
         public_keys: &[String],
         threshold: u64,
     ) -> Result<(), StoreError> {
+        let mut tx = crate::db::begin_write(&self.pool).await?;
         sqlx::query(
             "INSERT INTO publishers (name, created_at, public_keys, threshold) VALUES (?, ?, ?, ?)
              ON CONFLICT (name) DO UPDATE SET public_keys = excluded.public_keys, threshold = excluded.threshold",
@@ -65,8 +68,11 @@ impl SqliteStore {
         .bind(crate::clock::now())
         .bind(public_keys.join(" "))
         .bind(i64::try_from(threshold).unwrap_or(i64::MAX))
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        // It may be new: one more in the catalog's publisher filter.
+        super::bump(&mut tx, Domain::Catalog).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -205,6 +211,8 @@ impl SqliteStore {
             return Err(StoreError::NoSuchPublisher(name.to_owned()));
         }
         put_metadata_in(&mut tx, files).await?;
+        // Its plugins leave (or return to) every listing.
+        super::bump(&mut tx, Domain::Catalog).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -241,6 +249,8 @@ impl SqliteStore {
             return Err(StoreError::NoSuchPublisher(name.to_owned()));
         }
         put_metadata_in(&mut tx, files).await?;
+        // Its plugins leave (or return to) every listing.
+        super::bump(&mut tx, Domain::Catalog).await?;
         tx.commit().await?;
         Ok(())
     }

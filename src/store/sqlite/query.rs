@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use sqlx::{QueryBuilder, Row, Sqlite};
 
-use super::SqliteStore;
+use super::{SqliteStore, read_generation};
 use crate::store::cache::{CachedPage, CatalogCache, Entry, Key};
-use crate::store::{ListedPlugin, Page, PluginQuery, PluginSummary, Sort, StoreError};
+use crate::store::{Domain, ListedPlugin, Page, PluginQuery, PluginSummary, Sort, StoreError};
 
 /// What a query's search words ask of the index.
 enum Search {
@@ -59,7 +59,7 @@ impl SqliteStore {
         }
 
         let page_key = Key::Page(q.clone());
-        let generation = self.generation().await?;
+        let generation = self.generation(Domain::Catalog).await?;
         if let Some(Entry::Page(page)) = cache.get(generation, &page_key) {
             return Ok(Page {
                 items: page.items.clone(),
@@ -70,7 +70,7 @@ impl SqliteStore {
         // One read transaction, so what is kept was all read at the generation it is
         // kept under (a write may have landed since the read above).
         let mut tx = self.pool.begin().await?;
-        let generation = read_generation(&mut tx).await?;
+        let generation = read_generation(&mut tx, Domain::Catalog).await?;
         let ranked = self.ranked(&mut tx, cache, generation, q, &search).await?;
         let per_page = q.per_page as usize;
         let start = (q.page.saturating_sub(1) as usize)
@@ -103,7 +103,7 @@ impl SqliteStore {
             return Ok(Vec::new());
         }
         let mut tx = self.pool.begin().await?;
-        let generation = read_generation(&mut tx).await?;
+        let generation = read_generation(&mut tx, Domain::Catalog).await?;
         let ranked = self.ranked(&mut tx, cache, generation, q, &search).await?;
         let listed = listed_rows(&mut tx, &ranked).await?;
         tx.commit().await?;
@@ -163,19 +163,6 @@ impl SqliteStore {
         cache.put(generation, key, Entry::Ranked(ids.clone()));
         Ok(ids)
     }
-
-    /// The catalog tables' generation: changes with every write a listing could show.
-    pub(crate) async fn generation(&self) -> Result<i64, StoreError> {
-        Ok(sqlx::query_scalar(GENERATION).fetch_one(&self.pool).await?)
-    }
-}
-
-const GENERATION: &str = "SELECT n FROM catalog_generation";
-
-pub(super) async fn read_generation(
-    tx: &mut sqlx::Transaction<'_, Sqlite>,
-) -> Result<i64, StoreError> {
-    Ok(sqlx::query_scalar(GENERATION).fetch_one(&mut **tx).await?)
 }
 
 /// The id of every plugin the query matches, in listing order. They come back as one

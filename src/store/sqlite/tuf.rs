@@ -4,7 +4,7 @@
 use sqlx::Row;
 
 use super::SqliteStore;
-use crate::store::{StoreError, StoredMetadata};
+use crate::store::{Domain, StoreError, StoredMetadata};
 
 impl SqliteStore {
     /// A given version of a role's metadata.
@@ -81,6 +81,9 @@ pub(crate) async fn put_metadata_in(
                 version: f.version,
             });
         }
+    }
+    if !files.is_empty() {
+        super::bump(tx, Domain::Metadata).await?;
     }
     Ok(())
 }

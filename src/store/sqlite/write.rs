@@ -3,7 +3,7 @@
 
 use super::{SqliteStore, tuf};
 use crate::definition::Definition;
-use crate::store::{Inserted, LinkKind, StoreError, StoredMetadata};
+use crate::store::{Domain, Inserted, LinkKind, StoreError, StoredMetadata};
 
 impl SqliteStore {
     /// Stores a validated definition under `publisher`, creating publisher and plugin on
@@ -47,6 +47,9 @@ impl SqliteStore {
         }
         plugins.sort_unstable();
         plugins.dedup();
+        if !plugins.is_empty() {
+            super::bump(&mut tx, Domain::Catalog).await?;
+        }
         for id in plugins {
             refresh_summary(&mut tx, id, now).await?;
         }
@@ -139,6 +142,9 @@ impl SqliteStore {
             .execute(&mut *tx)
             .await?;
             done += 1;
+        }
+        if done > 0 {
+            super::bump(&mut tx, Domain::Catalog).await?;
         }
         tx.commit().await?;
         Ok(done)
@@ -299,6 +305,8 @@ async fn insert_version_in(
     if latest_listed(&versions).as_deref() == Some(canonical.as_str()) {
         write_summary(tx, plugin_id, def, now).await?;
     }
+    // A new version may create its publisher and plugin and change the listing.
+    super::bump(tx, Domain::Catalog).await?;
     Ok(Inserted::New)
 }
 

@@ -146,7 +146,7 @@ impl Latest {
     }
 
     async fn get(&self, store: &Store) -> Result<Option<Arc<File>>, StoreError> {
-        let stamp = store.metadata_stamp();
+        let stamp = store.metadata_stamp().await?;
         let reusable = {
             let current = self.current.read().expect("latest lock");
             match current.as_ref() {
