@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use common::Server;
 use common::oci::{self, Upstream};
-use common::publishing::{Client, definition, mirror_cli, setup_with, until_status, with_image};
+use common::publishing::{
+    Client, definition, mirror_cli, setup_on, setup_with, until_status, with_image,
+};
 
 /// A plain-HTTP `docker-registry` under `dir` holding a two-platform image (layers of
 /// `layer_bytes`) as `acme/tool:v1`; the layout, the index and its digest.
@@ -105,6 +107,18 @@ async fn until_served(server: &Server, name: &str, digest: &str, within: Duratio
 
 #[tokio::test]
 async fn a_published_image_is_mirrored_and_pulled_back_with_the_upstream_gone() {
+    mirrored_and_pulled_back(None).await
+}
+
+/// The same with the server's store in PostgreSQL: jobs claimed, content recorded and
+/// served from there.
+#[tokio::test]
+async fn a_published_image_is_mirrored_and_pulled_back_with_the_upstream_gone_on_postgres() {
+    let pg = common::pg::shared();
+    mirrored_and_pulled_back(Some(pg.fresh().await)).await
+}
+
+async fn mirrored_and_pulled_back(database: Option<String>) {
     let dir = tempfile::tempdir().unwrap();
     let (upstream, layout, index, index_digest) = upstream_with_image(dir.path(), 200_000);
     // A cosign-style signature beside it, as `cosign sign` would push it.
@@ -116,9 +130,13 @@ async fn a_published_image_is_mirrored_and_pulled_back_with_the_upstream_gone() 
     );
     upstream.push(&sig.dir, &tag, "acme/tool");
 
-    let m = setup_with(&dir.path().join("m"), &[]);
+    let m = setup_on(&dir.path().join("m"), &[], database.as_deref());
     let upstreams = upstreams_file(dir.path(), &upstream, None);
-    let server = Server::start_with(&m.data, &["--mirror", "on", "--upstreams", &upstreams]);
+    let mut args = vec!["--mirror", "on", "--upstreams", &upstreams];
+    if let Some(url) = &database {
+        args.extend(["--database", url]);
+    }
+    let server = Server::start_with(&m.data, &args);
     let def = with_image(
         &definition("gateway", "edge", "1.0.0"),
         &format!("{}/acme/tool@{index_digest}", upstream.addr),
@@ -223,6 +241,11 @@ async fn a_published_image_is_mirrored_and_pulled_back_with_the_upstream_gone() 
     assert!(
         metrics.contains("marketplace_mirror_images{status=\"pending\"} 8"),
         "{metrics}"
+    );
+    assert_eq!(
+        m.data.join("marketplace.db").exists(),
+        database.is_none(),
+        "the store is where --database says"
     );
 }
 

@@ -403,6 +403,20 @@ async fn sqlite(path: &std::path::Path) -> SqliteConnection {
 async fn postgres(pg: &common::pg::Postgres, migrator: &Migrator) -> PgPool {
     let pool = PgPool::connect(&pg.fresh().await).await.unwrap();
     migrator.run(&pool).await.unwrap();
+    // Text compares and sorts byte by byte, as on SQLite, whatever the server's locale.
+    let other: Vec<(String, String)> = sqlx::query_as(
+        "SELECT table_name::text, column_name::text FROM information_schema.columns
+          WHERE table_schema = 'public' AND data_type = 'text'
+            AND table_name <> '_sqlx_migrations' AND collation_name IS DISTINCT FROM 'C'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        other,
+        Vec::<(String, String)>::new(),
+        "text columns without the C collation"
+    );
     pool
 }
 

@@ -3,16 +3,19 @@
 -- backends: a later change is one migration with the same number in `migrations/sync`
 -- and here. `tests/schema_parity.rs` checks that both give the same tables, columns,
 -- types and nullability.
+-- Every text column uses the "C" collation: byte order, as SQLite compares text, whatever
+-- the database's default locale, so lists, pages after a given tag and names sort the
+-- same on both backends (a locale's order would put `a-b` after `ab`).
 
 CREATE TABLE sources (
-    name                 TEXT PRIMARY KEY,
-    url                  TEXT    NOT NULL,
+    name                 TEXT COLLATE "C" PRIMARY KEY,
+    url                  TEXT COLLATE "C"    NOT NULL,
     last_attempt_at      BIGINT,
     last_success_at      BIGINT,
     -- Why the last round failed (NULL after a success): unreachable, expired,
     -- rolled_back, bad_signature, invalid_metadata, invalid_definition, local.
-    last_reason          TEXT,
-    last_error           TEXT,
+    last_reason          TEXT COLLATE "C",
+    last_error           TEXT COLLATE "C",
     consecutive_failures BIGINT  NOT NULL DEFAULT 0,
     -- Trusted metadata as of the last good round.
     root_version         BIGINT,
@@ -24,55 +27,55 @@ CREATE TABLE sources (
     trusted_timestamp    BYTEA,
     trusted_snapshot     BYTEA,
     expires_at           BIGINT,
-    expires_role         TEXT,
+    expires_role         TEXT COLLATE "C",
     definitions          BIGINT  NOT NULL DEFAULT 0
 );
 
 CREATE TABLE source_definitions (
-    source         TEXT    NOT NULL REFERENCES sources(name) ON DELETE CASCADE,
-    target         TEXT    NOT NULL,   -- PUBLISHER/NAME/VERSION.yaml
-    publisher      TEXT    NOT NULL,
-    name           TEXT    NOT NULL,
-    version        TEXT    NOT NULL,   -- canonical semver
-    hash           TEXT    NOT NULL,   -- sha256:HEX of the bytes
+    source         TEXT COLLATE "C"    NOT NULL REFERENCES sources(name) ON DELETE CASCADE,
+    target         TEXT COLLATE "C"    NOT NULL,   -- PUBLISHER/NAME/VERSION.yaml
+    publisher      TEXT COLLATE "C"    NOT NULL,
+    name           TEXT COLLATE "C"    NOT NULL,
+    version        TEXT COLLATE "C"    NOT NULL,   -- canonical semver
+    hash           TEXT COLLATE "C"    NOT NULL,   -- sha256:HEX of the bytes
     yanked         BOOLEAN NOT NULL,
-    signer_key_ids TEXT    NOT NULL,   -- key ids that signed the role listing it
+    signer_key_ids TEXT COLLATE "C"    NOT NULL,   -- key ids that signed the role listing it
     definition     BYTEA   NOT NULL,
-    summary        TEXT,
-    extras         TEXT    NOT NULL DEFAULT '',
+    summary        TEXT COLLATE "C",
+    extras         TEXT COLLATE "C"    NOT NULL DEFAULT '',
     PRIMARY KEY (source, target)
 );
 CREATE INDEX source_definitions_by_name ON source_definitions (publisher, name);
 
 CREATE TABLE publisher_failures (
-    source               TEXT    NOT NULL REFERENCES sources(name) ON DELETE CASCADE,
-    publisher            TEXT    NOT NULL,
-    reason               TEXT    NOT NULL,   -- expired, bad_signature, tampered, invalid_metadata
-    message              TEXT    NOT NULL,
+    source               TEXT COLLATE "C"    NOT NULL REFERENCES sources(name) ON DELETE CASCADE,
+    publisher            TEXT COLLATE "C"    NOT NULL,
+    reason               TEXT COLLATE "C"    NOT NULL,   -- expired, bad_signature, tampered, invalid_metadata
+    message              TEXT COLLATE "C"    NOT NULL,
     since                BIGINT  NOT NULL,   -- the first failing round in a row
     consecutive_failures BIGINT  NOT NULL,
     PRIMARY KEY (source, publisher)
 );
 
 CREATE TABLE sideloads (
-    org        TEXT    NOT NULL,
-    name       TEXT    NOT NULL,
-    version    TEXT    NOT NULL,   -- canonical semver
-    hash       TEXT    NOT NULL,   -- sha256:HEX of the bytes
-    summary    TEXT    NOT NULL,
+    org        TEXT COLLATE "C"    NOT NULL,
+    name       TEXT COLLATE "C"    NOT NULL,
+    version    TEXT COLLATE "C"    NOT NULL,   -- canonical semver
+    hash       TEXT COLLATE "C"    NOT NULL,   -- sha256:HEX of the bytes
+    summary    TEXT COLLATE "C"    NOT NULL,
     definition BYTEA   NOT NULL,
     created_at BIGINT  NOT NULL,
-    token_id   TEXT    NOT NULL,   -- which token uploaded it
-    extras     TEXT    NOT NULL DEFAULT '',
+    token_id   TEXT COLLATE "C"    NOT NULL,   -- which token uploaded it
+    extras     TEXT COLLATE "C"    NOT NULL DEFAULT '',
     PRIMARY KEY (org, name, version)
 );
 
 CREATE TABLE tokens (
-    id         TEXT    PRIMARY KEY,   -- short public id, shown in lists
-    sha256     TEXT    NOT NULL UNIQUE,
+    id         TEXT COLLATE "C"    PRIMARY KEY,   -- short public id, shown in lists
+    sha256     TEXT COLLATE "C"    NOT NULL UNIQUE,
     -- The organization the token acts for; NULL for a reader token (reads every
     -- organization, writes none).
-    org        TEXT,
+    org        TEXT COLLATE "C",
     created_at BIGINT  NOT NULL,
     revoked_at BIGINT
 );

@@ -9,7 +9,6 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use crate::blob::{BlobStore, FsBlobStore};
-use crate::server;
 use crate::store::{MirrorStatus, Store};
 
 #[derive(Debug, Args)]
@@ -21,6 +20,8 @@ pub struct MirrorArgs {
         global = true
     )]
     data_dir: PathBuf,
+    #[command(flatten)]
+    database: super::database::DatabaseArgs,
     #[command(subcommand)]
     command: MirrorCommand,
 }
@@ -159,11 +160,7 @@ pub(super) fn load_upstreams(
 pub fn run(args: MirrorArgs) -> anyhow::Result<bool> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
-        let db = server::prepare_data_dir(&args.data_dir)
-            .with_context(|| format!("preparing data directory {}", args.data_dir.display()))?;
-        let store = Store::open(&db)
-            .await
-            .with_context(|| format!("opening database {}", db.display()))?;
+        let store = args.database.open(&args.data_dir).await?;
         let blobs = open_blobs(&args.data_dir)?;
         let ok = match args.command {
             MirrorCommand::Status { json } => status(&store, json).await?,

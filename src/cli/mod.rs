@@ -1,6 +1,8 @@
 //! The `marketplace` command line. Each subcommand is a thin layer over the library;
 //! this is the only place (with background tasks) that uses `anyhow`.
 
+mod database;
+mod db;
 mod keys;
 mod mirror;
 mod publish;
@@ -52,6 +54,8 @@ enum Command {
     Mirror(mirror::MirrorArgs),
     /// Sync worker: pull and verify the signed index of the configured marketplaces.
     Sync(sync::SyncArgs),
+    /// Databases: copy an installation into a new one (SQLite to PostgreSQL, or back).
+    Db(db::DbArgs),
 }
 
 pub fn run() -> ExitCode {
@@ -68,6 +72,7 @@ pub fn run() -> ExitCode {
         Command::Publish(args) => report(publish::run(args)),
         Command::Yank(args) => report(yank::run(args)),
         Command::Resign(args) => report(resign::run(args)),
+        Command::Db(args) => report(db::run(args)),
         Command::Mirror(args) => match mirror::run(args) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::FAILURE,

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
-use crate::server;
 use crate::store::Store;
 use crate::trust::PublicKey;
 use crate::trust::server::publishers::{self, Delegation, new_token, token_hash};
@@ -19,6 +18,8 @@ pub struct PublisherArgs {
         global = true
     )]
     data_dir: PathBuf,
+    #[command(flatten)]
+    database: super::database::DatabaseArgs,
     #[command(subcommand)]
     command: PublisherCommand,
 }
@@ -137,11 +138,7 @@ impl KeySet {
 pub fn run(args: PublisherArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
-        let db = server::prepare_data_dir(&args.data_dir)
-            .with_context(|| format!("preparing data directory {}", args.data_dir.display()))?;
-        let store = Store::open(&db)
-            .await
-            .with_context(|| format!("opening database {}", db.display()))?;
+        let store = args.database.open(&args.data_dir).await?;
         let result = command(&store, &args.data_dir, args.command).await;
         store.close().await;
         result

@@ -7,8 +7,6 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 
 use crate::catalog::builtin;
-use crate::server;
-use crate::store::Store;
 use crate::trust::SigningKey;
 use crate::trust::metadata::Lifetimes;
 use crate::trust::server::repo::{self, InitParams};
@@ -45,6 +43,8 @@ enum RepoCommand {
 struct ExportArgs {
     #[arg(long, env = "MARKETPLACE_DATA_DIR", default_value = "./data")]
     data_dir: PathBuf,
+    #[command(flatten)]
+    database: super::database::DatabaseArgs,
     /// The folder to write (created if missing); it plays the part of `/tuf/`.
     dir: PathBuf,
 }
@@ -53,6 +53,8 @@ struct ExportArgs {
 struct RotateArgs {
     #[arg(long, env = "MARKETPLACE_DATA_DIR", default_value = "./data")]
     data_dir: PathBuf,
+    #[command(flatten)]
+    database: super::database::DatabaseArgs,
     /// A current root private key; give at least the current threshold of them.
     #[arg(long = "old-root-key", value_name = "FILE", required = true)]
     old_root_keys: Vec<PathBuf>,
@@ -71,6 +73,8 @@ struct RotateArgs {
 struct InitArgs {
     #[arg(long, env = "MARKETPLACE_DATA_DIR", default_value = "./data")]
     data_dir: PathBuf,
+    #[command(flatten)]
+    database: super::database::DatabaseArgs,
     /// A root private key (PKCS#8); repeat for several. All of them sign root.json.
     #[arg(long = "root-key", value_name = "FILE", required = true)]
     root_keys: Vec<PathBuf>,
@@ -129,19 +133,8 @@ pub fn run(args: RepoArgs) -> anyhow::Result<()> {
     }
 }
 
-/// The database of an initialized data directory; never creates one.
-async fn open_existing(data_dir: &std::path::Path) -> anyhow::Result<Store> {
-    let db = data_dir.join(server::DATABASE_FILE);
-    if !db.exists() {
-        anyhow::bail!("no marketplace database in {}", data_dir.display());
-    }
-    Store::open(&db)
-        .await
-        .with_context(|| format!("opening database {}", db.display()))
-}
-
 async fn export(a: ExportArgs) -> anyhow::Result<()> {
-    let store = open_existing(&a.data_dir).await?;
+    let store = a.database.open_existing(&a.data_dir).await?;
     let result = crate::trust::server::export::export(&store, &a.dir).await;
     store.close().await;
     let done = result?;
@@ -167,11 +160,7 @@ async fn init(a: InitArgs) -> anyhow::Result<()> {
         .iter()
         .map(|p| SigningKey::load(p))
         .collect::<Result<Vec<_>, _>>()?;
-    let db = server::prepare_data_dir(&a.data_dir)
-        .with_context(|| format!("preparing data directory {}", a.data_dir.display()))?;
-    let store = Store::open(&db)
-        .await
-        .with_context(|| format!("opening database {}", db.display()))?;
+    let store = a.database.open(&a.data_dir).await?;
     let now = crate::clock::now();
     builtin::load(&store, now)
         .await
@@ -219,7 +208,7 @@ async fn rotate(a: RotateArgs) -> anyhow::Result<()> {
     };
     let old = load(&a.old_root_keys)?;
     let new = load(&a.new_root_keys)?;
-    let store = open_existing(&a.data_dir).await?;
+    let store = a.database.open_existing(&a.data_dir).await?;
     let threshold = a.root_threshold.unwrap_or(new.len() as u64);
     let result = repo::rotate_root(
         &store,

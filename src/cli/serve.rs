@@ -27,6 +27,8 @@ pub struct ServeArgs {
     /// Directory for the database and blobs; created on first start.
     #[arg(long, env = "MARKETPLACE_DATA_DIR", default_value = "./data")]
     data_dir: PathBuf,
+    #[command(flatten)]
+    database: super::database::DatabaseArgs,
     /// Log format: `text` for people, `json` for log collectors.
     #[arg(long, env = "MARKETPLACE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -90,11 +92,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => Curation::builtin(),
     };
-    let db = server::prepare_data_dir(&args.data_dir)
-        .with_context(|| format!("preparing data directory {}", args.data_dir.display()))?;
-    let store = Store::open(&db)
-        .await
-        .with_context(|| format!("opening database {}", db.display()))?;
+    let store = args.database.open(&args.data_dir).await?;
     let report = builtin::load(&store, crate::clock::now())
         .await
         .context("loading the built-in catalog")?;

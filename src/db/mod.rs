@@ -3,6 +3,7 @@
 //! by a [`Database`] URL. Each caller adds what its data needs on top (synchronous
 //! level, cache size) and brings its own migrations.
 
+pub mod copy;
 pub mod postgres;
 mod url;
 

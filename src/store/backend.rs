@@ -1,5 +1,5 @@
 //! The server's storage interface: traits named by what the domains do, each implemented
-//! by every backend (`sqlite/`; SQL lives only there). [`Backend`] is the enum of
+//! by every backend (`sqlite/`, `postgres/`; SQL lives only there). [`Backend`] is the enum of
 //! backends; it implements every trait by forwarding to the one that runs, and
 //! [`Store`](super::Store) gets a public method for each operation it passes through
 //! unchanged. Operations marked `@internal` are wrapped by `Store` instead (it adds the
@@ -12,6 +12,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::cache::CatalogCache;
+use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
 use super::{
     Content, Definition, Domain, Facets, Inserted, LinkKind, ListedPlugin, MirrorJob, MirrorStatus,
@@ -23,6 +24,7 @@ use super::{
 #[derive(Clone)]
 pub(crate) enum Backend {
     Sqlite(SqliteStore),
+    Postgres(PgStore),
 }
 
 macro_rules! store_traits {
@@ -56,11 +58,20 @@ macro_rules! store_traits {
                 )*
             }
 
+            impl $trait for PgStore {
+                $(
+                    async fn $name(&self $(, $arg: $ty)*) -> Result<$ret, StoreError> {
+                        PgStore::$name(self $(, $arg)*).await
+                    }
+                )*
+            }
+
             impl $trait for Backend {
                 $(
                     async fn $name(&self $(, $arg: $ty)*) -> Result<$ret, StoreError> {
                         match self {
                             Backend::Sqlite(s) => $trait::$name(s $(, $arg)*).await,
+                            Backend::Postgres(s) => $trait::$name(s $(, $arg)*).await,
                         }
                     }
                 )*

@@ -10,6 +10,7 @@ mod backend;
 mod cache;
 mod changes;
 mod mirror;
+mod postgres;
 mod publishers;
 mod query;
 mod sqlite;
@@ -20,10 +21,12 @@ use std::sync::Arc;
 
 use sqlx::migrate::Migrator;
 
-use crate::db;
+use crate::db::{self, Database};
 use crate::definition::Definition;
 
 use backend::{Backend, Catalog, ChangeFeed, Maintenance, Publishers, SignedIndex};
+use postgres::PgStore;
+pub(crate) use postgres::write_search_document;
 use sqlite::SqliteStore;
 
 pub use cache::{CacheUsage, DEFAULT_BUDGET as DEFAULT_CACHE_BUDGET};
@@ -187,8 +190,8 @@ pub struct Facets {
 pub static MIGRATIONS: Migrator = sqlx::migrate!("./migrations");
 
 /// The same schema on PostgreSQL, version for version (a baseline at 0009, then one
-/// migration per change with the SQLite side's number). No store runs on it yet (issue
-/// 21); `tests/schema_parity.rs` holds the two schemas equal.
+/// migration per change with the SQLite side's number); `tests/schema_parity.rs` holds
+/// the two schemas equal.
 pub static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
 
 #[derive(Clone)]
@@ -202,6 +205,20 @@ impl Store {
     /// Opens (creating if needed) the database file and applies pending migrations.
     pub async fn open(path: &Path) -> Result<Store, StoreError> {
         Self::with(Backend::Sqlite(SqliteStore::open(path).await?)).await
+    }
+
+    /// Opens the database `db` names (creating a SQLite file if missing) and applies
+    /// pending migrations; `connections` sizes a PostgreSQL pool.
+    pub async fn connect(db: &Database, connections: u32) -> Result<Store, StoreError> {
+        match db {
+            Database::Sqlite(path) => Store::open(path).await,
+            Database::Postgres(options) => {
+                Self::with(Backend::Postgres(
+                    PgStore::open(options, connections).await?,
+                ))
+                .await
+            }
+        }
     }
 
     /// A private in-memory database, for tests.
@@ -245,6 +262,7 @@ impl Store {
     pub async fn close(&self) {
         match &self.db {
             Backend::Sqlite(s) => s.close().await,
+            Backend::Postgres(s) => s.close().await,
         }
     }
 
@@ -355,5 +373,47 @@ impl LinkKind {
             LinkKind::Dependency => "dependency",
             LinkKind::Suggestion => "suggestion",
         }
+    }
+}
+
+/// The version a catalog lists: the highest non-yanked stable version, or the highest
+/// non-yanked pre-release when there is no stable one.
+pub(crate) fn latest_listed(versions: &[(String, bool)]) -> Option<String> {
+    let parsed = versions
+        .iter()
+        .filter(|(_, yanked)| !yanked)
+        .filter_map(|(v, _)| semver::Version::parse(v).ok());
+    let (stable, pre): (Vec<_>, Vec<_>) = parsed.partition(|v| v.pre.is_empty());
+    stable
+        .into_iter()
+        .max()
+        .or_else(|| pre.into_iter().max())
+        .map(|v| v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::latest_listed;
+
+    #[test]
+    fn latest_prefers_stable_and_skips_yanked() {
+        let v = |s: &str, y| (s.to_owned(), y);
+        assert_eq!(
+            latest_listed(&[v("1.0.0", false), v("1.10.0", false), v("1.9.0", false)]).as_deref(),
+            Some("1.10.0")
+        );
+        assert_eq!(
+            latest_listed(&[v("1.0.0", false), v("2.0.0-rc.1", false)]).as_deref(),
+            Some("1.0.0")
+        );
+        assert_eq!(
+            latest_listed(&[v("2.0.0-rc.1", false), v("2.0.0-rc.2", false)]).as_deref(),
+            Some("2.0.0-rc.2")
+        );
+        assert_eq!(
+            latest_listed(&[v("1.0.0", false), v("1.1.0", true)]).as_deref(),
+            Some("1.0.0")
+        );
+        assert_eq!(latest_listed(&[v("1.1.0", true)]), None);
     }
 }

@@ -86,15 +86,40 @@ pub struct ListedPlugin {
 }
 
 /// The tokens every match must have a word starting with: the search words split into
-/// runs of letters and digits, lowercased (`cert-manager TLS` → `cert`, `manager`,
-/// `tls`). Whatever else the input holds (quotes, operators, punctuation) is a
-/// separator, so it never reaches a backend's query language. Empty when no token is
-/// left: such a search matches nothing.
+/// runs of letters and digits, lowercased, diacritics removed (`cert-manager Über` →
+/// `cert`, `manager`, `uber`), as SQLite's FTS5 table (unicode61, `remove_diacritics 2`)
+/// reads text; PostgreSQL's search documents are written from the same tokens. Whatever
+/// else the input holds (quotes, operators, punctuation) is a separator, so it never
+/// reaches a backend's query language. Empty when no token is left: such a search
+/// matches nothing.
 pub fn search_tokens(terms: &[String]) -> Vec<String> {
+    use unicode_normalization::UnicodeNormalization;
+    use unicode_normalization::char::is_combining_mark;
     terms
         .iter()
         .flat_map(|t| t.split(|c: char| !c.is_alphanumeric()))
         .filter(|t| !t.is_empty())
-        .map(str::to_lowercase)
+        .map(|t| {
+            t.nfd()
+                .filter(|c| !is_combining_mark(*c))
+                .flat_map(char::to_lowercase)
+                .collect::<String>()
+        })
+        .filter(|t| !t.is_empty())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::search_tokens;
+
+    #[test]
+    fn words_split_fold_case_and_lose_diacritics() {
+        let terms = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            search_tokens(&terms(&["Cert-Manager", "Über*", "\"résumé\""])),
+            ["cert", "manager", "uber", "resume"]
+        );
+        assert!(search_tokens(&terms(&["--", "*"])).is_empty());
+    }
 }

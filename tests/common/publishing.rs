@@ -38,7 +38,16 @@ pub struct Setup {
 
 /// [`setup`] with extra `repo init` arguments (e.g. short lifetimes), keeping both keys.
 pub fn setup_with(dir: &Path, init_args: &[&str]) -> Setup {
+    setup_on(dir, init_args, None)
+}
+
+/// [`setup_with`] with the server's store in `database` (a URL) when given.
+pub fn setup_on(dir: &Path, init_args: &[&str], database: Option<&str>) -> Setup {
     std::fs::create_dir_all(dir).unwrap();
+    let on: Vec<&str> = match database {
+        Some(url) => vec!["--database", url],
+        None => Vec::new(),
+    };
     let data = dir.join("data");
     let root = dir.join("root.pem");
     SigningKey::generate().unwrap().save_new(&root).unwrap();
@@ -55,6 +64,7 @@ pub fn setup_with(dir: &Path, init_args: &[&str]) -> Setup {
             ]
             .iter()
             .chain(init_args)
+            .chain(&on)
             .copied()
             .collect::<Vec<_>>()
         )
@@ -62,9 +72,9 @@ pub fn setup_with(dir: &Path, init_args: &[&str]) -> Setup {
         .success()
     );
     let acme = SigningKey::generate().unwrap();
-    let acme_token = add_publisher(&data, "acme", &[&acme], 1);
+    let acme_token = add_publisher_on(&data, "acme", &[&acme], 1, database);
     let beta = SigningKey::generate().unwrap();
-    let beta_token = add_publisher(&data, "beta", &[&beta], 1);
+    let beta_token = add_publisher_on(&data, "beta", &[&beta], 1, database);
     Setup {
         data,
         acme,
@@ -76,7 +86,21 @@ pub fn setup_with(dir: &Path, init_args: &[&str]) -> Setup {
 
 /// `marketplace publisher add NAME` with `keys` and `threshold` on `data`; its token.
 pub fn add_publisher(data: &Path, name: &str, keys: &[&SigningKey], threshold: u64) -> String {
+    add_publisher_on(data, name, keys, threshold, None)
+}
+
+/// [`add_publisher`] with the server's store in `database` (a URL) when given.
+pub fn add_publisher_on(
+    data: &Path,
+    name: &str,
+    keys: &[&SigningKey],
+    threshold: u64,
+    database: Option<&str>,
+) -> String {
     let mut args = vec!["publisher".to_owned(), "add".into(), name.into()];
+    if let Some(url) = database {
+        args.extend(["--database".into(), url.into()]);
+    }
     for k in keys {
         args.extend(["--key".into(), k.public().hex()]);
     }

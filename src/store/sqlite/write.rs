@@ -3,7 +3,7 @@
 
 use super::{SqliteStore, tuf};
 use crate::definition::Definition;
-use crate::store::{Domain, Inserted, LinkKind, StoreError, StoredMetadata};
+use crate::store::{Domain, Inserted, LinkKind, StoreError, StoredMetadata, latest_listed};
 
 impl SqliteStore {
     /// Stores a validated definition under `publisher`, creating publisher and plugin on
@@ -310,21 +310,6 @@ async fn insert_version_in(
     Ok(Inserted::New)
 }
 
-/// The version a catalog lists: the highest non-yanked stable version, or the highest
-/// non-yanked pre-release when there is no stable one.
-fn latest_listed(versions: &[(String, bool)]) -> Option<String> {
-    let parsed = versions
-        .iter()
-        .filter(|(_, yanked)| !yanked)
-        .filter_map(|(v, _)| semver::Version::parse(v).ok());
-    let (stable, pre): (Vec<_>, Vec<_>) = parsed.partition(|v| v.pre.is_empty());
-    stable
-        .into_iter()
-        .max()
-        .or_else(|| pre.into_iter().max())
-        .map(|v| v.to_string())
-}
-
 async fn write_summary(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     plugin_id: i64,
@@ -398,31 +383,4 @@ async fn write_summary(
             .await?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::latest_listed;
-
-    #[test]
-    fn latest_prefers_stable_and_skips_yanked() {
-        let v = |s: &str, y| (s.to_owned(), y);
-        assert_eq!(
-            latest_listed(&[v("1.0.0", false), v("1.10.0", false), v("1.9.0", false)]).as_deref(),
-            Some("1.10.0")
-        );
-        assert_eq!(
-            latest_listed(&[v("1.0.0", false), v("2.0.0-rc.1", false)]).as_deref(),
-            Some("1.0.0")
-        );
-        assert_eq!(
-            latest_listed(&[v("2.0.0-rc.1", false), v("2.0.0-rc.2", false)]).as_deref(),
-            Some("2.0.0-rc.2")
-        );
-        assert_eq!(
-            latest_listed(&[v("1.0.0", false), v("1.1.0", true)]).as_deref(),
-            Some("1.0.0")
-        );
-        assert_eq!(latest_listed(&[v("1.1.0", true)]), None);
-    }
 }
