@@ -93,6 +93,16 @@ pub(crate) async fn write_search_document(
     Ok(())
 }
 
+/// A read-only transaction that sees one snapshot throughout, as a SQLite read
+/// transaction does: a listing's generation, ranking and rows are read at one state
+/// (PostgreSQL's default, READ COMMITTED, takes a new snapshot per statement).
+pub(crate) async fn begin_read(
+    pool: &PgPool,
+) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+    pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .await
+}
+
 #[derive(Clone)]
 pub(crate) struct PgStore {
     pool: PgPool,
@@ -334,7 +344,7 @@ impl PgStore {
         if let Some(facets) = cache.facets(generation) {
             return Ok(facets);
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin_read(&self.pool).await?;
         let generation = read_generation(&mut tx, Domain::Catalog).await?;
         // plugin_tags only holds rows for listed plugins; suspended publishers' are left out.
         let tags = sqlx::query_as(

@@ -76,7 +76,7 @@ impl PgStore {
 
         // One read transaction, so what is kept was all read at the generation it is
         // kept under (a write may have landed since the read above).
-        let mut tx = self.pool.begin().await?;
+        let mut tx = super::begin_read(&self.pool).await?;
         let generation = read_generation(&mut tx, Domain::Catalog).await?;
         let ranked = self.ranked(&mut tx, cache, generation, q, &search).await?;
         let per_page = q.per_page as usize;
@@ -109,7 +109,7 @@ impl PgStore {
         if let Search::Nothing = search {
             return Ok(Vec::new());
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = super::begin_read(&self.pool).await?;
         let generation = read_generation(&mut tx, Domain::Catalog).await?;
         let ranked = self.ranked(&mut tx, cache, generation, q, &search).await?;
         let listed = listed_rows(&mut tx, &ranked).await?;
@@ -123,7 +123,7 @@ impl PgStore {
         publisher: &str,
         name: &str,
     ) -> Result<Option<ListedPlugin>, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = super::begin_read(&self.pool).await?;
         let id: Option<i64> = sqlx::query_scalar(
             "SELECT p.id FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id
              WHERE pub.name = $1 AND p.name = $2 AND p.latest_version IS NOT NULL
