@@ -213,9 +213,12 @@ pub(crate) struct Seeded {
     pub(crate) insert: Duration,
 }
 
-pub(crate) async fn seed(db_path: &Path, plugins: usize) -> Result<Seeded, BoxError> {
+pub(crate) async fn seed(
+    db: &marketplace::db::Database,
+    plugins: usize,
+) -> Result<Seeded, BoxError> {
     let started = Instant::now();
-    let store = Store::open(db_path).await?;
+    let store = Store::connect(db, 4).await?;
     let mut rng = Rng(0x5eed_cafe_f00d_beef);
     let now = unix_now();
 

@@ -13,6 +13,11 @@
 //! 4. Reads the server's VmRSS / VmHWM from `/proc/<pid>/status`.
 //! 5. Compares against the targets and exits non-zero when one fails.
 //!
+//! All of it runs twice in one run: on SQLite (the data directory's file), then on
+//! PostgreSQL (a throwaway server the benchmark starts from Debian's binaries, the
+//! tests' `common::pg`; `serve --database`). PostgreSQL's concurrent throughput must be
+//! at least 0.7× SQLite's, scenario by scenario, measured in the same run.
+//!
 //! `cargo bench --bench catalog`; `BENCH_PLUGINS` (default 10000), `BENCH_REQUESTS`
 //! (default 2000, per scenario, one connection) and `BENCH_CONCURRENT_REQUESTS` (default
 //! 4000, per scenario, 16 connections) make it smaller for a smoke test. See
@@ -23,6 +28,9 @@ use std::time::Instant;
 
 mod generate;
 mod load;
+#[path = "../../tests/common/pg.rs"]
+#[allow(dead_code)] // the tests use the rest
+mod pg;
 #[path = "../common/server.rs"]
 mod server;
 
@@ -38,6 +46,8 @@ const TARGET_CONCURRENT_RPS: f64 = 1000.0;
 const CONNECTIONS: usize = 16;
 /// The server's resident set after the load must be at or below this (MiB).
 const TARGET_RSS_MIB: f64 = 150.0;
+/// PostgreSQL's throughput on 16 connections, per scenario, against SQLite's.
+const TARGET_POSTGRES_RATIO: f64 = 0.7;
 /// A search word every generated plugin matches: each one is named `plugin-NNNNN`.
 const EVERY_PLUGIN_WORD: &str = "plugin";
 
@@ -59,14 +69,52 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("building the tokio runtime");
-    server::exit_status(runtime.block_on(run(&load)))
+    server::exit_status(runtime.block_on(both(&load)))
+}
+
+/// SQLite, then PostgreSQL, then PostgreSQL's throughput against SQLite's.
+async fn both(load: &Load) -> Result<bool, BoxError> {
+    println!("=== SQLite ===");
+    let sqlite = run(load, None).await?;
+    println!("\n=== PostgreSQL ===");
+    let postgres = {
+        let pg = pg::Postgres::start();
+        let url = pg.fresh().await;
+        run(load, Some(&url)).await?
+    };
+    println!("\nPostgreSQL against SQLite, {CONNECTIONS} connections (same run):");
+    println!(
+        "{:<28} {:>10} {:>10} {:>7}  target",
+        "scenario", "sqlite/s", "postgres/s", "ratio"
+    );
+    let mut ok = sqlite.ok && postgres.ok;
+    for (a, b) in sqlite.concurrent.iter().zip(&postgres.concurrent) {
+        let ratio = b.rate() / a.rate();
+        let met = ratio >= TARGET_POSTGRES_RATIO;
+        ok &= met;
+        println!(
+            "{:<28} {:>10.0} {:>10.0} {:>7.2}  >= {TARGET_POSTGRES_RATIO}  {}",
+            a.name,
+            a.rate(),
+            b.rate(),
+            ratio,
+            verdict(met)
+        );
+    }
+    Ok(ok)
+}
+
+/// One backend's results.
+struct Outcome {
+    ok: bool,
+    concurrent: Vec<Stats>,
 }
 
 type BoxError = Box<dyn std::error::Error>;
 
 /// Returns whether every target was met. The temporary directory and the server process
 /// are cleaned up when this returns or unwinds (the server guard drops first).
-async fn run(load: &Load) -> Result<bool, BoxError> {
+async fn run(load: &Load, database: Option<&str>) -> Result<Outcome, BoxError> {
     let Load {
         plugins,
         requests,
@@ -81,8 +129,13 @@ async fn run(load: &Load) -> Result<bool, BoxError> {
     let data_dir = tempfile::Builder::new()
         .prefix("marketplace-bench-")
         .tempdir()?;
-    let db_path = data_dir.path().join(marketplace::server::DATABASE_FILE);
-    let seeded = seed(&db_path, plugins).await?;
+    let db = match database {
+        Some(url) => marketplace::db::Database::parse(url)?,
+        None => marketplace::db::Database::Sqlite(
+            data_dir.path().join(marketplace::server::DATABASE_FILE),
+        ),
+    };
+    let seeded = seed(&db, plugins).await?;
     println!(
         "seeded {} plugins / {} versions in {:.2} s ({:.0} versions/s; YAML generate+parse {:.2} s, inserts {:.2} s); database {:.1} MiB",
         seeded.plugins,
@@ -91,12 +144,15 @@ async fn run(load: &Load) -> Result<bool, BoxError> {
         seeded.versions as f64 / seeded.total.as_secs_f64(),
         seeded.parse.as_secs_f64(),
         seeded.insert.as_secs_f64(),
-        db_size(data_dir.path()) as f64 / MIB,
+        database_size(&db, data_dir.path()).await? as f64 / MIB,
     );
 
     // --- 2. start the real server ---------------------------------------------------
     let started = Instant::now();
-    let server = Server::start(data_dir.path())?;
+    let server = match database {
+        Some(url) => Server::start_args(data_dir.path(), Some("warn"), None, &["--database", url])?,
+        None => Server::start(data_dir.path())?,
+    };
     println!(
         "server pid {} listening on {} (ready in {} ms)",
         server.pid(),
@@ -175,7 +231,7 @@ async fn run(load: &Load) -> Result<bool, BoxError> {
         );
         concurrent_results.push(r);
     }
-    let written = after_writes(&db_path, &client, &server.base, plugins, writes).await?;
+    let written = after_writes(&db, &client, &server.base, plugins, writes).await?;
 
     // --- 4. memory ------------------------------------------------------------------
     let mem = read_memory(server.pid())?;
@@ -185,7 +241,28 @@ async fn run(load: &Load) -> Result<bool, BoxError> {
     drop(data_dir);
 
     // --- 5. report ------------------------------------------------------------------
-    Ok(report(&results, &concurrent_results, &written, &mem))
+    Ok(Outcome {
+        ok: report(&results, &concurrent_results, &written, &mem),
+        concurrent: concurrent_results,
+    })
+}
+
+/// Bytes the database takes: the SQLite files, or PostgreSQL's `pg_database_size`.
+async fn database_size(
+    db: &marketplace::db::Database,
+    data_dir: &std::path::Path,
+) -> Result<u64, BoxError> {
+    match db {
+        marketplace::db::Database::Sqlite(_) => Ok(db_size(data_dir)),
+        marketplace::db::Database::Postgres(options) => {
+            use sqlx::ConnectOptions;
+            let mut conn = options.connect().await?;
+            let size: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+                .fetch_one(&mut conn)
+                .await?;
+            Ok(size.max(0) as u64)
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -236,13 +313,13 @@ fn scenarios(requests: usize, last_page: usize) -> Vec<Scenario> {
 /// matches every plugin is timed and must count the new plugin. Each answer is the first
 /// after a change to the catalog.
 async fn after_writes(
-    db_path: &std::path::Path,
+    db: &marketplace::db::Database,
     client: &reqwest::Client,
     base: &str,
     plugins: usize,
     writes: usize,
 ) -> Result<Stats, BoxError> {
-    let store = marketplace::store::Store::open(db_path).await?;
+    let store = marketplace::store::Store::connect(db, 4).await?;
     let path = format!("/api/v1/plugins?q={EVERY_PLUGIN_WORD}&per_page=24");
     let url = format!("{base}{path}");
     let mut expected = get_json(client, &url).await?["total"]

@@ -50,37 +50,55 @@ pub(crate) struct Seeded {
 }
 
 /// A repository in `dir/data` with `publishers` publishers (`pub-000`, ...) sharing
-/// `definitions` generated definitions (definition i belongs to publisher i % n).
+/// `definitions` generated definitions (definition i belongs to publisher i % n); its
+/// store in `database` (a URL) when given, else the data directory's SQLite file.
 pub(crate) async fn seed(
     dir: &Path,
     definitions: usize,
     publishers: usize,
+    database: Option<&str>,
 ) -> Result<Seeded, BoxError> {
+    let on: Vec<&str> = match database {
+        Some(url) => vec!["--database", url],
+        None => Vec::new(),
+    };
     let data = dir.join("data");
     let d = data.to_str().ok_or("non-UTF-8 temp path")?;
     let root = dir.join("root.pem");
     SigningKey::generate()?.save_new(&root)?;
-    marketplace(&[
-        "repo",
-        "init",
-        "--data-dir",
-        d,
-        "--root-key",
-        root.to_str().unwrap(),
-    ])?;
+    marketplace(
+        &[
+            "repo",
+            "init",
+            "--data-dir",
+            d,
+            "--root-key",
+            root.to_str().unwrap(),
+        ]
+        .iter()
+        .chain(&on)
+        .copied()
+        .collect::<Vec<_>>(),
+    )?;
     let mut pubs = Vec::new();
     for i in 0..publishers {
         let name = format!("pub-{i:03}");
         let key = SigningKey::generate()?;
-        let out = marketplace(&[
-            "publisher",
-            "add",
-            &name,
-            "--key",
-            &key.public().hex(),
-            "--data-dir",
-            d,
-        ])?;
+        let out = marketplace(
+            &[
+                "publisher",
+                "add",
+                &name,
+                "--key",
+                &key.public().hex(),
+                "--data-dir",
+                d,
+            ]
+            .iter()
+            .chain(&on)
+            .copied()
+            .collect::<Vec<_>>(),
+        )?;
         let token = out
             .lines()
             .last()
@@ -97,7 +115,11 @@ pub(crate) async fn seed(
         by_publisher[i % publishers]
             .push(Definition::parse(yaml.as_bytes()).map_err(|e| e.to_string())?);
     }
-    let store = Store::open(&data.join("marketplace.db")).await?;
+    let db = match database {
+        Some(url) => marketplace::db::Database::parse(url)?,
+        None => marketplace::db::Database::Sqlite(data.join("marketplace.db")),
+    };
+    let store = Store::connect(&db, 4).await?;
     let keys = OnlineKeys::load(&data)?.ok_or("repo init wrote no online keys")?;
     let signer = Signer::new(keys, RoleLifetimes::default());
     let now = marketplace::clock::now();

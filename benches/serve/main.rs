@@ -71,7 +71,7 @@ async fn run() -> Result<bool, BoxError> {
     let rounds = env_number("BENCH_ROUNDS", 5);
     let dir = tempfile::tempdir()?;
     let started = Instant::now();
-    let seeded = seed::seed(dir.path(), definitions, PUBLISHERS.min(definitions)).await?;
+    let seeded = seed::seed(dir.path(), definitions, PUBLISHERS.min(definitions), None).await?;
     println!(
         "marketplace serve benchmark: {definitions} definitions over {} publishers (seeded in {:.1} s)",
         seeded.publishers.len(),

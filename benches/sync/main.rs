@@ -15,8 +15,13 @@
 //! 4. Peer: `benches/sync/ngclient.py` refreshes with an empty cache and downloads every
 //!    target (the python from `.venv`, or `MARKETPLACE_TEST_PYTHON`).
 //!
+//! 5. The cold runs again with the worker's state in PostgreSQL (`database:` in
+//!    `sync.yaml`; a throwaway server the benchmark starts, the tests' `common::pg`, a
+//!    new database each run), against the SQLite median of the same run.
+//!
 //! `cargo bench --bench sync`; `BENCH_DEFINITIONS` makes it smaller. Exits non-zero when
-//! a target is missed: cold ≤ 1 s and at least 6× faster than ngclient, warm p50 ≤ 20 ms.
+//! a target is missed: cold ≤ 1 s and at least 6× faster than ngclient, warm p50 ≤ 20 ms,
+//! cold on PostgreSQL ≤ 1.5 s.
 //! Each cold run prints its phases (metadata, downloads, parsing, store) and the CPU
 //! time the worker and the server spent on it.
 
@@ -27,6 +32,9 @@ use std::time::{Duration, Instant};
 #[path = "../catalog/generate.rs"]
 #[allow(dead_code)] // the catalog benchmark uses the rest
 mod generate;
+#[path = "../../tests/common/pg.rs"]
+#[allow(dead_code)] // the tests use the rest
+mod pg;
 #[path = "../common/seed.rs"]
 #[allow(dead_code)] // the publish benchmark uses the rest
 mod seed;
@@ -42,6 +50,8 @@ const COLD_TARGET: Duration = Duration::from_secs(1);
 /// How many times faster than python-tuf's ngclient a cold sync must be.
 const PEER_RATIO: f64 = 6.0;
 const WARM_TARGET: Duration = Duration::from_millis(20);
+/// A cold sync with the worker's state in PostgreSQL.
+const COLD_POSTGRES_TARGET: Duration = Duration::from_millis(1500);
 
 fn main() -> ExitCode {
     // `MARKETPLACE_LOG=marketplace=debug` shows each round's phases.
@@ -68,7 +78,7 @@ async fn run() -> Result<bool, BoxError> {
     let warm_rounds = env_number("BENCH_WARM_ROUNDS", 50);
     let dir = tempfile::tempdir()?;
     let started = Instant::now();
-    let seeded = seed::seed(dir.path(), definitions, 100.min(definitions)).await?;
+    let seeded = seed::seed(dir.path(), definitions, 100.min(definitions), None).await?;
     println!(
         "marketplace sync benchmark: {definitions} definitions over {} publishers (seeded in {:.1} s)",
         seeded.publishers.len(),
@@ -97,7 +107,13 @@ async fn run() -> Result<bool, BoxError> {
     let mut colds = Vec::new();
     let mut worker = None;
     for run in 0..cold_runs {
-        let folder = config(dir.path(), &format!("cold-{run}"), &server.base, &root)?;
+        let folder = config(
+            dir.path(),
+            &format!("cold-{run}"),
+            &server.base,
+            &root,
+            None,
+        )?;
         let config = Config::load(&folder.join("sync.yaml"))?;
         let (cpu_self, cpu_server) = (server::cpu_time("/proc/self/stat")?, server.cpu_time()?);
         let t = Instant::now();
@@ -144,7 +160,7 @@ async fn run() -> Result<bool, BoxError> {
     let cold_ok = cold <= COLD_TARGET;
 
     // Cold through the CLI, process start and migrations included.
-    let cli_config = config(dir.path(), "cold-cli", &server.base, &root)?;
+    let cli_config = config(dir.path(), "cold-cli", &server.base, &root, None)?;
     let t = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_marketplace"))
         .args(["sync", "--once", "--config"])
@@ -158,6 +174,48 @@ async fn run() -> Result<bool, BoxError> {
         )
         .into());
     }
+
+    // Cold with the worker's state in PostgreSQL, each run into a new database.
+    let pg = pg::Postgres::start();
+    let mut pg_colds = Vec::new();
+    for run in 0..cold_runs {
+        let url = pg.fresh().await;
+        let folder = config(
+            dir.path(),
+            &format!("cold-pg-{run}"),
+            &server.base,
+            &root,
+            Some(&url),
+        )?;
+        let config = Config::load(&folder.join("sync.yaml"))?;
+        let t = Instant::now();
+        let w = Worker::open(config).await?;
+        let outcome = w.sync_all().await;
+        let elapsed = t.elapsed();
+        let done = match &outcome[0].1 {
+            Ok(done) => done.clone(),
+            Err(e) => return Err(format!("cold round on PostgreSQL failed: {e}").into()),
+        };
+        if done.definitions != total || done.downloaded != total {
+            return Err(format!("cold round stored {} of {total}", done.definitions).into());
+        }
+        let p = done.phases;
+        println!(
+            "cold sync run {} on PostgreSQL: {:.0} ms (metadata {:.0}, downloads {:.0}, parsing {:.0}, store {:.0})",
+            run + 1,
+            ms(elapsed),
+            ms(p.metadata),
+            ms(p.downloads),
+            ms(p.parsing),
+            ms(p.store)
+        );
+        w.store().close().await;
+        pg_colds.push(elapsed);
+    }
+    pg_colds.sort();
+    let pg_cold = pg_colds[pg_colds.len() / 2];
+    let pg_cold_ok = pg_cold <= COLD_POSTGRES_TARGET;
+    drop(pg);
 
     // Warm: nothing changed since the last cold run.
     let worker = worker.ok_or("no cold run")?;
@@ -217,6 +275,13 @@ async fn run() -> Result<bool, BoxError> {
         ms(cli)
     );
     println!(
+        "cold sync with the worker on PostgreSQL, median of {cold_runs}: {:.0} ms, {:.2}x SQLite's (target ≤ {} ms)  [{}]",
+        ms(pg_cold),
+        pg_cold.as_secs_f64() / cold.as_secs_f64(),
+        ms(COLD_POSTGRES_TARGET),
+        if pg_cold_ok { "PASS" } else { "FAIL" }
+    );
+    println!(
         "warm round, {warm_rounds} rounds: p50 {:.2} ms, max {:.2} ms (target p50 ≤ {} ms)  [{}]",
         ms(warm),
         ms(*warms.last().unwrap()),
@@ -240,17 +305,27 @@ async fn run() -> Result<bool, BoxError> {
             false
         }
     };
-    Ok(cold_ok && warm_ok && peer_ok)
+    Ok(cold_ok && warm_ok && peer_ok && pg_cold_ok)
 }
 
-/// `DIR/NAME/sync.yaml` for one source; returns the folder.
-fn config(dir: &Path, name: &str, url: &str, root: &Path) -> Result<PathBuf, BoxError> {
+/// `DIR/NAME/sync.yaml` for one source (the worker's state in `database` when given);
+/// returns the folder.
+fn config(
+    dir: &Path,
+    name: &str,
+    url: &str,
+    root: &Path,
+    database: Option<&str>,
+) -> Result<PathBuf, BoxError> {
     let folder = dir.join(name);
     std::fs::create_dir_all(&folder)?;
-    let text = format!(
+    let mut text = format!(
         "dataDir: data\nsources:\n  - name: bench\n    url: {url}\n    root: {}\n",
         root.display()
     );
+    if let Some(database) = database {
+        text.push_str(&format!("database: \"{database}\"\n"));
+    }
     std::fs::write(folder.join("sync.yaml"), &text)?;
     let _ = Config::parse(&text, &folder)?;
     Ok(folder)
