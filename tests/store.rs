@@ -8,71 +8,16 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::{FUNDAMENT_STYLE, NOW, with_version};
 use marketplace::catalog::builtin;
-use marketplace::db::Database;
 use marketplace::definition::Definition;
 use marketplace::store::{Inserted, PluginQuery, Store, StoreError};
 use marketplace::sync::sideload::OnConflict;
 
-/// A store on one backend, with what keeps its database alive.
-struct Backend {
-    store: Store,
-    db: Database,
-    _keep: Keep,
-}
+/// The suite's store on one backend.
+type Backend = common::backends::Backend<Store>;
 
-enum Keep {
-    Dir(#[allow(dead_code)] tempfile::TempDir),
-    Postgres(#[allow(dead_code)] Arc<common::pg::Postgres>),
-}
-
-impl Backend {
-    async fn sqlite() -> Backend {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Database::Sqlite(dir.path().join("marketplace.db"));
-        Backend {
-            store: Store::connect(&db, 4).await.unwrap(),
-            db,
-            _keep: Keep::Dir(dir),
-        }
-    }
-
-    async fn postgres() -> Backend {
-        let pg = common::pg::shared();
-        let db = Database::parse(&pg.fresh().await).unwrap();
-        Backend {
-            store: Store::connect(&db, 4).await.unwrap(),
-            db,
-            _keep: Keep::Postgres(pg),
-        }
-    }
-
-    /// A second store on the same database, as another process would open it.
-    async fn another(&self) -> Store {
-        Store::connect(&self.db, 4).await.unwrap()
-    }
-}
-
-/// Each body, once per backend.
-macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::Backend::sqlite().await).await
-            })*
-        }
-        mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::Backend::postgres().await).await
-            })*
-        }
-    };
-}
+use common::backends::conformance;
 
 conformance!(
     builtins_load_once_and_again_changes_nothing,

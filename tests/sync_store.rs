@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::sync::Arc;
-
 use common::{NOW, with_version};
 use marketplace::db::Database;
 use marketplace::definition::Definition;
@@ -19,62 +17,10 @@ use marketplace::sync::store::{
     TrustedMetadata, TrustedVersions, summary_json,
 };
 
-/// A store on one backend, with what keeps its database alive.
-struct Backend {
-    store: SyncStore,
-    db: Database,
-    _keep: Keep,
-}
+/// The suite's store on one backend.
+type Backend = common::backends::Backend<SyncStore>;
 
-enum Keep {
-    Dir(#[allow(dead_code)] tempfile::TempDir),
-    Postgres(#[allow(dead_code)] Arc<common::pg::Postgres>),
-}
-
-impl Backend {
-    async fn sqlite() -> Backend {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Database::Sqlite(dir.path().join("sync.db"));
-        Backend {
-            store: SyncStore::connect(&db, 4).await.unwrap(),
-            db,
-            _keep: Keep::Dir(dir),
-        }
-    }
-
-    async fn postgres() -> Backend {
-        let pg = common::pg::shared();
-        let db = Database::parse(&pg.fresh().await).unwrap();
-        Backend {
-            store: SyncStore::connect(&db, 4).await.unwrap(),
-            db,
-            _keep: Keep::Postgres(pg),
-        }
-    }
-
-    /// A second handle on the same database, as another process would open it.
-    async fn another(&self) -> SyncStore {
-        SyncStore::connect(&self.db, 4).await.unwrap()
-    }
-}
-
-/// Each body, once per backend.
-macro_rules! conformance {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::Backend::sqlite().await).await
-            })*
-        }
-        mod postgres {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                super::$name(super::Backend::postgres().await).await
-            })*
-        }
-    };
-}
+use common::backends::conformance;
 
 conformance!(
     sources_are_registered_updated_and_forgotten,

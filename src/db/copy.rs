@@ -248,6 +248,32 @@ impl Pool {
     }
 }
 
+/// Inserts `rows` (moved, so no value is copied) into `table` of the transaction `tx`,
+/// [`BATCH`] rows per statement; evaluates to how many. A macro rather than a function:
+/// the same text for both backends, without restating sqlx's bounds for each value type.
+macro_rules! insert_rows {
+    ($db:ty, $tx:ident, $table:expr, $cols:expr, $rows:expr) => {{
+        let mut rows: Vec<Vec<Val>> = $rows;
+        let n = rows.len() as u64;
+        while !rows.is_empty() {
+            let chunk: Vec<Vec<Val>> = rows.drain(..rows.len().min(BATCH)).collect();
+            let mut q = insert::<$db>($table, $cols);
+            q.push_values(chunk, |mut b, row| {
+                for v in row {
+                    match v {
+                        Val::Int(x) => b.push_bind(x),
+                        Val::Text(x) => b.push_bind(x),
+                        Val::Bytes(x) => b.push_bind(x),
+                        Val::Bool(x) => b.push_bind(x),
+                    };
+                }
+            });
+            q.build().execute(&mut *$tx).await?;
+        }
+        n
+    }};
+}
+
 /// Which database `db` holds, from its tables.
 pub async fn kind_of(db: &Database) -> Result<Kind, CopyError> {
     let pool = Pool::connect(db).await?;
@@ -315,22 +341,9 @@ pub async fn copy(from: &Database, to: &Database, kind: Kind) -> Result<Copied, 
     match &target {
         Pool::Sqlite(p) => {
             let mut tx = super::begin_write(p).await?;
-            for (table, cols, rows) in &plan {
-                for chunk in rows.chunks(BATCH) {
-                    let mut q = insert::<sqlx::Sqlite>(table, cols);
-                    q.push_values(chunk, |mut b, row| {
-                        for v in row {
-                            match v.clone() {
-                                Val::Int(x) => b.push_bind(x),
-                                Val::Text(x) => b.push_bind(x),
-                                Val::Bytes(x) => b.push_bind(x),
-                                Val::Bool(x) => b.push_bind(x),
-                            };
-                        }
-                    });
-                    q.build().execute(&mut *tx).await?;
-                }
-                copied.tables.push(((*table).to_owned(), rows.len() as u64));
+            for (table, cols, rows) in plan {
+                let n = insert_rows!(sqlx::Sqlite, tx, table, &cols, rows);
+                copied.tables.push((table.to_owned(), n));
             }
             for (domain, generation) in &feed {
                 let sql = match kind {
@@ -358,23 +371,10 @@ pub async fn copy(from: &Database, to: &Database, kind: Kind) -> Result<Copied, 
         }
         Pool::Postgres(p) => {
             let mut tx = p.begin().await?;
-            for (table, cols, rows) in &plan {
-                for chunk in rows.chunks(BATCH) {
-                    let mut q = insert::<sqlx::Postgres>(table, cols);
-                    q.push_values(chunk, |mut b, row| {
-                        for v in row {
-                            match v.clone() {
-                                Val::Int(x) => b.push_bind(x),
-                                Val::Text(x) => b.push_bind(x),
-                                Val::Bytes(x) => b.push_bind(x),
-                                Val::Bool(x) => b.push_bind(x),
-                            };
-                        }
-                    });
-                    q.build().execute(&mut *tx).await?;
-                }
-                copied.tables.push(((*table).to_owned(), rows.len() as u64));
-                if IDENTITY_TABLES.contains(table) {
+            for (table, cols, rows) in plan {
+                let n = insert_rows!(sqlx::Postgres, tx, table, &cols, rows);
+                copied.tables.push((table.to_owned(), n));
+                if IDENTITY_TABLES.contains(&table) {
                     // Ids generated from here on follow the copied ones.
                     sqlx::query(sqlx::AssertSqlSafe(format!(
                         "SELECT setval(pg_get_serial_sequence('{table}', 'id'),

@@ -13,6 +13,7 @@ mod mirror;
 mod postgres;
 mod publishers;
 mod query;
+mod rows;
 mod sqlite;
 mod tuf;
 
@@ -171,7 +172,7 @@ pub(crate) fn stored_definition(
 }
 
 /// A plugin found by name, for resolving dependencies.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct PluginRef {
     pub publisher: String,
     pub name: String,

@@ -14,6 +14,7 @@ use marketplace::store::Store;
 use marketplace::{AppState, app};
 use tower::ServiceExt;
 
+pub mod backends;
 pub mod background;
 pub mod buf;
 pub mod hostile;

@@ -9,27 +9,10 @@ use sqlx::Row;
 
 use super::PgStore;
 use crate::definition::ImageRef;
+use crate::store::rows::status_row;
 use crate::store::{Content, MirrorJob, MirrorStatus, Referrer, ServedManifest, StoreError};
 
 const STATUS_COLUMNS: &str = "host, repository, digest, status, attempts, next_attempt_at, last_error, last_error_detail, size, signature_key, updated_at";
-
-fn status_row(r: &sqlx::postgres::PgRow) -> MirrorStatus {
-    let status: String = r.get("status");
-    let next: i64 = r.get("next_attempt_at");
-    MirrorStatus {
-        host: r.get("host"),
-        repository: r.get("repository"),
-        digest: r.get("digest"),
-        next_attempt_at: (status == "failed").then_some(next),
-        status,
-        attempts: r.get("attempts"),
-        last_error: r.get("last_error"),
-        last_error_detail: r.get("last_error_detail"),
-        size: r.get("size"),
-        verified_by: r.get("signature_key"),
-        updated_at: r.get("updated_at"),
-    }
-}
 
 /// Enqueues `image` for mirroring (once per host, repository and digest) and returns its
 /// row id; called in the transaction that publishes a version pinning it.

@@ -23,11 +23,12 @@ use sqlx::{PgPool, Row};
 
 use super::cache::CatalogCache;
 use super::{
-    Domain, Facets, ImageMirror, LinkKind, POSTGRES_MIGRATIONS, PluginRecord, PluginRef,
-    StoreError, VersionRecord, stored_definition,
+    Domain, Facets, LinkKind, POSTGRES_MIGRATIONS, PluginRecord, PluginRef, StoreError,
+    VersionRecord, stored_definition,
 };
 use crate::db;
 use crate::definition::Definition;
+use crate::store::rows::{image_mirror, not_installable, plugin_ref, signers};
 
 const GENERATION: &str = "SELECT generation FROM change_feed WHERE domain = $1";
 
@@ -363,40 +364,5 @@ impl PgStore {
         let facets = Arc::new(Facets { tags, publishers });
         cache.put_facets(generation, facets.clone());
         Ok(facets)
-    }
-}
-
-fn image_mirror(r: &sqlx::postgres::PgRow) -> Option<ImageMirror> {
-    let status: Option<String> = r.get("mirror_status");
-    status.map(|status| ImageMirror {
-        next_attempt_at: (status == "failed").then(|| r.get("mirror_next")),
-        error: if status == "failed" {
-            r.get("mirror_error")
-        } else {
-            None
-        },
-        size: r.get("mirror_size"),
-        verified_by: r.get("mirror_signature_key"),
-        status,
-    })
-}
-
-fn not_installable(r: &sqlx::postgres::PgRow) -> Option<String> {
-    r.get::<Option<String>, _>("not_installable")
-        .filter(|s| !s.is_empty())
-}
-
-fn signers(r: &sqlx::postgres::PgRow) -> Vec<String> {
-    r.get::<String, _>("signer_key_ids")
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect()
-}
-
-fn plugin_ref(r: sqlx::postgres::PgRow) -> PluginRef {
-    PluginRef {
-        publisher: r.get("publisher"),
-        name: r.get("name"),
-        display_name: r.get("display_name"),
     }
 }

@@ -1,9 +1,8 @@
 //! Storage of signed TUF metadata. The store keeps bytes exactly as signed; it neither
 //! signs nor verifies.
 
-use sqlx::Row;
-
 use super::PgStore;
+use crate::store::rows::metadata_row;
 use crate::store::{Domain, StoreError, StoredMetadata};
 
 impl PgStore {
@@ -86,15 +85,4 @@ pub(crate) async fn put_metadata_in(
         super::bump(tx, Domain::Metadata).await?;
     }
     Ok(())
-}
-
-fn metadata_row(r: sqlx::postgres::PgRow) -> StoredMetadata {
-    StoredMetadata {
-        role: r.get("role"),
-        version: r.get::<i64, _>("version").try_into().unwrap_or(0),
-        bytes: r.get("bytes"),
-        sha256: r.get("sha256"),
-        expires_at: r.get("expires_at"),
-        created_at: r.get("created_at"),
-    }
 }
