@@ -126,6 +126,59 @@ async fn get(base: &str, path: &str) -> (u16, serde_json::Value) {
     (status, r.json().await.unwrap_or(serde_json::Value::Null))
 }
 
+/// A PostgreSQL restart closes every pooled connection. The server does not hand a dead
+/// one to a request: a connection idle for more than a second is pinged first (pooled
+/// connections in busy use skip the ping), so after the restart and a quiet second every
+/// read and a publish succeed without restarting the server.
+#[tokio::test]
+async fn the_server_outlives_a_postgresql_restart() {
+    let mut pg = common::pg::Postgres::start();
+    let db = pg.fresh().await;
+    let dir = tempfile::tempdir().unwrap();
+    let m = setup_on(&dir.path().join("m"), &[], Some(&db));
+    let server = Server::start_with(&m.data, &["--database", &db]);
+    let c = Client::new(&server.url);
+    let (status, body) = c
+        .publish_signed(
+            &m.acme_token,
+            &definition("gateway", "before", "1.0.0"),
+            &[&m.acme],
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    // Several requests at once, so the pool holds more than one connection.
+    let requests: Vec<_> = (0..6)
+        .map(|_| {
+            let url = server.url.clone();
+            tokio::spawn(async move { get(&url, "/api/v1/plugins?q=before").await })
+        })
+        .collect();
+    for request in requests {
+        let (status, body) = request.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+    }
+
+    pg.restart();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+
+    for path in ["/api/v1/plugins?q=before", "/api/v1/plugins", "/"] {
+        let r = reqwest::get(format!("{}{path}", server.url)).await.unwrap();
+        assert_eq!(r.status(), 200, "{path}: {}", r.text().await.unwrap());
+    }
+    let (status, body) = get(&server.url, "/tuf/metadata/timestamp.json").await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = c
+        .publish_signed(
+            &m.acme_token,
+            &definition("gateway", "after", "1.0.0"),
+            &[&m.acme],
+        )
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = get(&server.url, "/api/v1/plugins?q=after").await;
+    assert_eq!((status, body["total"].as_i64()), (200, Some(1)), "{body}");
+}
+
 /// Moving an installation: a SQLite marketplace with publishes, a yank, a suspension
 /// and its lifting (signed metadata history), tokens and mirror jobs is copied into
 /// PostgreSQL; the server started on the copy serves every `/tuf/` file byte for byte as

@@ -21,6 +21,13 @@ pub const MAX_CONNECTIONS: u32 = 1_000;
 /// burst, short enough that an exhausted pool shows up as errors, not as hung clients.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// A pooled connection idle longer than this is pinged before it is handed out. sqlx's
+/// default pings every time, which doubles the round trips of a one-statement request
+/// (a cached catalog answer is one primary-key read); a connection used this recently
+/// has just shown it is alive, while one left idle (a quiet night, a PostgreSQL restart,
+/// a firewall that forgets idle flows) is still checked and replaced when dead.
+const PING_WHEN_IDLE_FOR: Duration = Duration::from_secs(1);
+
 pub(crate) async fn open<E>(
     options: &PgConnectOptions,
     connections: u32,
@@ -35,6 +42,15 @@ where
     let pool = PgPoolOptions::new()
         .max_connections(connections.max(1))
         .acquire_timeout(ACQUIRE_TIMEOUT)
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > PING_WHEN_IDLE_FOR {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
         .connect_with(options.clone())
         .await?;
     let found = sqlx::query_scalar(super::APPLIED_VERSION)

@@ -2,12 +2,13 @@
 //! pages, the facets), kept per generation of the catalog tables.
 //!
 //! Without it, a search that matches every plugin ranks (bm25) and counts the whole table
-//! on every request. Correctness rests on the generation: migration 0005 keeps a counter
-//! that triggers bump in the same transaction as any change to what listings read, and
-//! every request reads it first. Results are cached only under the generation they were
-//! read at (one read transaction), and served only to a request that read that same
-//! generation, so a committed write is seen by the next request whichever process or
-//! connection made it.
+//! on every request. Correctness rests on the generation: the change feed (table
+//! `change_feed`, migration 0010) holds the catalog's generation, which every write to
+//! what listings read bumps in its own transaction, and every request reads it first.
+//! Results are cached only under the generation they were read at (one read
+//! transaction), and served only to a request that read that same generation, so a
+//! committed write is seen by the next request whichever process, replica or connection
+//! made it.
 //!
 //! Memory is bounded by a budget of approximate heap bytes (keys and values); the least
 //! recently used entries go first, so varied hostile queries cost their own computation

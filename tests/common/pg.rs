@@ -29,6 +29,8 @@ pub fn shared() -> Arc<Postgres> {
 pub struct Postgres {
     child: Child,
     dir: tempfile::TempDir,
+    /// The `-c` settings it was started with, to start it again the same way.
+    settings: Vec<String>,
     /// With [`Postgres::start_tls`]: the loopback port, and the CA that signed the
     /// server's certificate.
     pub tls: Option<(u16, PathBuf)>,
@@ -143,37 +145,28 @@ impl Postgres {
             ];
             tls_info = Some((port, ca));
         }
-        let mut postgres = command(&bin.join("postgres"));
-        for setting in &extra {
-            postgres.args(["-c", setting]);
-        }
-        let child = postgres
-            .arg("-D")
-            .arg(&data)
-            .arg("-k")
-            .arg(dir.path())
-            .args(["-c", "fsync=off"])
-            .args(["-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
         let pg = Postgres {
-            child,
+            child: spawn(dir.path(), &extra),
             dir,
+            settings: extra,
             tls: tls_info,
         };
+        pg.wait_ready();
+        pg
+    }
+
+    fn wait_ready(&self) {
         let started = Instant::now();
         loop {
-            let ready = Command::new(bin.join("pg_isready"))
+            let ready = Command::new(bin_dir().join("pg_isready"))
                 .arg("-h")
-                .arg(pg.dir.path())
-                .args(["-p", &pg.port().to_string()])
+                .arg(self.dir.path())
+                .args(["-p", &self.port().to_string()])
                 .arg("-q")
                 .status()
                 .unwrap();
             if ready.success() {
-                return pg;
+                return;
             }
             assert!(
                 started.elapsed() < Duration::from_secs(30),
@@ -181,6 +174,23 @@ impl Postgres {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Stops the server (fast shutdown: every client's connection is closed) and starts
+    /// it again on the same data, socket and port.
+    #[allow(dead_code)]
+    pub fn restart(&mut self) {
+        self.stop();
+        self.child = spawn(self.dir.path(), &self.settings);
+        self.wait_ready();
+    }
+
+    fn stop(&mut self) {
+        // Fast shutdown: SIGINT ends the server and its backends cleanly.
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
     }
 
     /// The port its socket file is named after (5432 unless it listens on TCP).
@@ -213,6 +223,25 @@ impl Postgres {
         }
         url(name)
     }
+}
+
+/// The server process on `dir`'s data directory and socket, with `settings` (`-c`).
+fn spawn(dir: &Path, settings: &[String]) -> Child {
+    let mut postgres = command(&bin_dir().join("postgres"));
+    for setting in settings {
+        postgres.args(["-c", setting]);
+    }
+    postgres
+        .arg("-D")
+        .arg(dir.join("data"))
+        .arg("-k")
+        .arg(dir)
+        .args(["-c", "fsync=off"])
+        .args(["-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 /// A CA and a server certificate for 127.0.0.1 it signed, in `DIR/certs` (owned by
@@ -297,10 +326,6 @@ fn certificates(dir: &Path) -> PathBuf {
 
 impl Drop for Postgres {
     fn drop(&mut self) {
-        // Fast shutdown: SIGINT ends the server and its backends cleanly.
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
+        self.stop();
     }
 }
