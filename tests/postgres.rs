@@ -458,3 +458,78 @@ async fn db_copy_moves_a_workers_state() {
     assert_eq!(copy.tokens().await.unwrap().len(), 1);
     assert_eq!(copy.generation().await.unwrap(), generation);
 }
+
+/// `db copy` reads its source in one snapshot: a writer adding plugins to the SQLite
+/// source while the copy runs cannot make it copy a version without its plugin (which
+/// PostgreSQL's foreign keys refuse) or a plugin without its versions. The copy succeeds,
+/// and every copied plugin arrives whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn db_copy_reads_one_snapshot_while_the_source_is_written() {
+    use marketplace::db::Database;
+    use marketplace::store::Store;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("marketplace.db");
+    let from = format!("sqlite:{}", file.display());
+    let source = Store::connect(&Database::parse(&from).unwrap(), 4)
+        .await
+        .unwrap();
+    for i in 0..600 {
+        let def = common::publishing::definition("gateway", &format!("seed-{i}"), "1.0.0");
+        source
+            .insert_version("acme", &def, common::NOW)
+            .await
+            .unwrap();
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (source, stop) = (source.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut written = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let def =
+                    common::publishing::definition("gateway", &format!("late-{written}"), "1.0.0");
+                source
+                    .insert_version("acme", &def, common::NOW)
+                    .await
+                    .unwrap();
+                written += 1;
+            }
+            written
+        })
+    };
+
+    let pg = common::pg::shared();
+    let url = pg.fresh().await;
+    let (f, u) = (from.clone(), url.clone());
+    let o =
+        tokio::task::spawn_blocking(move || marketplace(&["db", "copy", "--from", &f, "--to", &u]))
+            .await
+            .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let written = writer.await.unwrap();
+    assert!(o.status.success(), "{}", output_text(&o));
+    assert!(written > 0, "the writer wrote during the copy");
+
+    let target = Store::connect(&Database::parse(&url).unwrap(), 2)
+        .await
+        .unwrap();
+    let listed = target
+        .list_plugins(&marketplace::store::PluginQuery {
+            per_page: 100,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let total = listed.total;
+    assert!(total >= 600, "{total} plugins copied");
+    // Whole plugins only: every copied plugin has its version and its summary.
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
+    let (plugins, versions): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM plugins), (SELECT COUNT(*) FROM plugin_versions)",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!((plugins, versions), (total, total));
+}

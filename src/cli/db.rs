@@ -20,7 +20,8 @@ enum DbCommand {
     /// Copy every row of one database into a new, empty one: published definitions,
     /// yanks, signed metadata history, publishers and tokens, mirror jobs and mirrored
     /// content records (or a sync worker's whole state). A target that holds anything
-    /// is refused. Stop the servers (or workers) using the source first.
+    /// is refused. The source is read in one snapshot: what is written to it after the
+    /// copy starts is not copied, so stop the servers (or workers) using it first.
     Copy {
         /// The database to copy: `sqlite:PATH` or `postgres://…`.
         #[arg(long, value_parser = Database::parse)]

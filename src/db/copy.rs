@@ -7,11 +7,14 @@
 //!
 //! Both databases are migrated by their stores first (so the source is at this binary's
 //! schema and the target has its tables); the columns copied are those the two share,
-//! typed by the target. The target is written in one transaction: a failure leaves it
-//! empty, as it was.
+//! typed by the target. The source is read in one read transaction, so every table
+//! comes from the same snapshot even while something writes to it; rows are streamed
+//! in batches, so memory holds one batch, not a table. The target is written in one
+//! transaction: a failure leaves it empty, as it was.
 
 use std::fmt;
 
+use futures_util::TryStreamExt;
 use sqlx::{PgPool, QueryBuilder, Row, SqlitePool};
 
 use super::Database;
@@ -71,14 +74,22 @@ const BATCH: usize = 500;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CopyError {
+    // The database's message is in this one's text; no `#[source]`, so an error chain
+    // prints it once.
     #[error("{0}")]
-    Db(#[from] sqlx::Error),
+    Db(sqlx::Error),
     #[error("the source holds neither a marketplace server's nor a sync worker's tables")]
     Unknown,
     #[error("the target is not empty ({table} has {rows} rows): copy only into a new database")]
     NotEmpty { table: String, rows: i64 },
     #[error("the source and the target are the same database")]
     Same,
+}
+
+impl From<sqlx::Error> for CopyError {
+    fn from(e: sqlx::Error) -> Self {
+        CopyError::Db(e)
+    }
 }
 
 /// What was copied: rows per table.
@@ -203,74 +214,102 @@ impl Pool {
             })
             .collect())
     }
+}
 
-    async fn read(
-        &self,
-        table: &str,
-        cols: &[(String, Col)],
-    ) -> Result<Vec<Vec<Val>>, sqlx::Error> {
-        let names: Vec<&str> = cols.iter().map(|(n, _)| n.as_str()).collect();
-        let sql = sqlx::AssertSqlSafe(format!("SELECT {} FROM {table}", names.join(", ")));
-        fn vals<R: Row>(r: &R, cols: &[(String, Col)]) -> Result<Vec<Val>, sqlx::Error>
-        where
-            usize: sqlx::ColumnIndex<R>,
-            for<'a> Option<i64>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-            for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-            for<'a> Option<Vec<u8>>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-            for<'a> Option<bool>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
-        {
-            cols.iter()
-                .enumerate()
-                .map(|(i, (_, c))| {
-                    Ok(match c {
-                        Col::Int => Val::Int(r.try_get(i)?),
-                        Col::Text => Val::Text(r.try_get(i)?),
-                        Col::Bytes => Val::Bytes(r.try_get(i)?),
-                        Col::Bool => Val::Bool(r.try_get(i)?),
-                    })
-                })
-                .collect()
-        }
-        match self {
-            Pool::Sqlite(p) => sqlx::query(sql)
-                .fetch_all(p)
-                .await?
-                .iter()
-                .map(|r| vals(r, cols))
-                .collect(),
-            Pool::Postgres(p) => sqlx::query(sql)
-                .fetch_all(p)
-                .await?
-                .iter()
-                .map(|r| vals(r, cols))
-                .collect(),
-        }
+/// One row's values in `cols`' order, decoded as the target declares each column.
+fn vals<R: Row>(r: &R, cols: &[(String, Col)]) -> Result<Vec<Val>, sqlx::Error>
+where
+    usize: sqlx::ColumnIndex<R>,
+    for<'a> Option<i64>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<Vec<u8>>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<bool>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+{
+    cols.iter()
+        .enumerate()
+        .map(|(i, (_, c))| {
+            Ok(match c {
+                Col::Int => Val::Int(r.try_get(i)?),
+                Col::Text => Val::Text(r.try_get(i)?),
+                Col::Bytes => Val::Bytes(r.try_get(i)?),
+                Col::Bool => Val::Bool(r.try_get(i)?),
+            })
+        })
+        .collect()
+}
+
+fn select(table: &str, cols: &[(String, Col)]) -> sqlx::AssertSqlSafe<String> {
+    let names: Vec<&str> = cols.iter().map(|(n, _)| n.as_str()).collect();
+    sqlx::AssertSqlSafe(format!("SELECT {} FROM {table}", names.join(", ")))
+}
+
+/// The source's side of a copy: one read transaction, so every table is read from the
+/// same snapshot even if something writes to the source meanwhile.
+enum Reading {
+    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+}
+
+/// The target's side: one writing transaction, committed only when every row is in.
+enum Writing {
+    Sqlite(sqlx::Transaction<'static, sqlx::Sqlite>),
+    Postgres(sqlx::Transaction<'static, sqlx::Postgres>),
+}
+
+impl Pool {
+    async fn begin_read(&self) -> Result<Reading, sqlx::Error> {
+        Ok(match self {
+            // A deferred transaction's first read fixes its snapshot (WAL mode).
+            Pool::Sqlite(p) => Reading::Sqlite(p.begin().await?),
+            Pool::Postgres(p) => Reading::Postgres(
+                p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    .await?,
+            ),
+        })
+    }
+
+    async fn begin_write(&self) -> Result<Writing, sqlx::Error> {
+        Ok(match self {
+            Pool::Sqlite(p) => Writing::Sqlite(super::begin_write(p).await?),
+            Pool::Postgres(p) => Writing::Postgres(p.begin().await?),
+        })
     }
 }
 
-/// Inserts `rows` (moved, so no value is copied) into `table` of the transaction `tx`,
-/// [`BATCH`] rows per statement; evaluates to how many. A macro rather than a function:
-/// the same text for both backends, without restating sqlx's bounds for each value type.
-macro_rules! insert_rows {
-    ($db:ty, $tx:ident, $table:expr, $cols:expr, $rows:expr) => {{
-        let mut rows: Vec<Vec<Val>> = $rows;
-        let n = rows.len() as u64;
-        while !rows.is_empty() {
-            let chunk: Vec<Vec<Val>> = rows.drain(..rows.len().min(BATCH)).collect();
-            let mut q = insert::<$db>($table, $cols);
-            q.push_values(chunk, |mut b, row| {
-                for v in row {
-                    match v {
-                        Val::Int(x) => b.push_bind(x),
-                        Val::Text(x) => b.push_bind(x),
-                        Val::Bytes(x) => b.push_bind(x),
-                        Val::Bool(x) => b.push_bind(x),
-                    };
-                }
-            });
-            q.build().execute(&mut *$tx).await?;
+/// Streams every row of `table` from the source transaction `$src` into the target
+/// transaction `$dst` (a `$db` one), [`BATCH`] rows per INSERT, so memory holds one batch
+/// whatever the table's size; evaluates to how many rows. A macro rather than a function:
+/// the same text for the four pairs of backends, without restating sqlx's bounds.
+macro_rules! stream_table {
+    ($src:expr, $dst:expr, $db:ty, $table:expr, $cols:expr) => {{
+        let (table, cols): (&str, &[(String, Col)]) = ($table, $cols);
+        let mut rows = sqlx::query(select(table, cols)).fetch(&mut **$src);
+        let mut n = 0u64;
+        let mut chunk: Vec<Vec<Val>> = Vec::with_capacity(BATCH);
+        loop {
+            let row = rows.try_next().await?;
+            if let Some(row) = &row {
+                chunk.push(vals(row, cols)?);
+            }
+            if chunk.len() == BATCH || (row.is_none() && !chunk.is_empty()) {
+                n += chunk.len() as u64;
+                let mut q = insert::<$db>(table, cols);
+                q.push_values(chunk.drain(..), |mut b, row| {
+                    for v in row {
+                        match v {
+                            Val::Int(x) => b.push_bind(x),
+                            Val::Text(x) => b.push_bind(x),
+                            Val::Bytes(x) => b.push_bind(x),
+                            Val::Bool(x) => b.push_bind(x),
+                        };
+                    }
+                });
+                q.build().execute(&mut **$dst).await?;
+            }
+            if row.is_none() {
+                break n;
+            }
         }
-        n
     }};
 }
 
@@ -313,6 +352,7 @@ pub async fn copy(from: &Database, to: &Database, kind: Kind) -> Result<Copied, 
         kind: Some(kind),
         tables: Vec::new(),
     };
+    // Columns first: each pool has one connection, which a transaction then holds.
     let mut plan = Vec::new();
     for table in tables {
         let wanted = target.columns(table).await?;
@@ -326,25 +366,38 @@ pub async fn copy(from: &Database, to: &Database, kind: Kind) -> Result<Copied, 
             .into_iter()
             .filter(|(n, _)| present.contains(n))
             .collect();
-        let rows = source.read(table, &cols).await?;
-        plan.push((*table, cols, rows));
+        plan.push((*table, cols));
+    }
+    let mut reading = source.begin_read().await?;
+    let mut writing = target.begin_write().await?;
+    for (table, cols) in &plan {
+        let n = match (&mut reading, &mut writing) {
+            (Reading::Sqlite(src), Writing::Sqlite(dst)) => {
+                stream_table!(src, dst, sqlx::Sqlite, table, cols)
+            }
+            (Reading::Postgres(src), Writing::Sqlite(dst)) => {
+                stream_table!(src, dst, sqlx::Sqlite, table, cols)
+            }
+            (Reading::Sqlite(src), Writing::Postgres(dst)) => {
+                stream_table!(src, dst, sqlx::Postgres, table, cols)
+            }
+            (Reading::Postgres(src), Writing::Postgres(dst)) => {
+                stream_table!(src, dst, sqlx::Postgres, table, cols)
+            }
+        };
+        copied.tables.push(((*table).to_owned(), n));
     }
     // The change feed's generations continue where the source's were.
     let sql = match kind {
         Kind::Server => "SELECT domain, generation FROM change_feed",
         Kind::Worker => "SELECT 'sources', value FROM generation",
     };
-    let feed: Vec<(String, i64)> = match &source {
-        Pool::Sqlite(p) => sqlx::query_as(sql).fetch_all(p).await?,
-        Pool::Postgres(p) => sqlx::query_as(sql).fetch_all(p).await?,
+    let feed: Vec<(String, i64)> = match &mut reading {
+        Reading::Sqlite(tx) => sqlx::query_as(sql).fetch_all(&mut **tx).await?,
+        Reading::Postgres(tx) => sqlx::query_as(sql).fetch_all(&mut **tx).await?,
     };
-    match &target {
-        Pool::Sqlite(p) => {
-            let mut tx = super::begin_write(p).await?;
-            for (table, cols, rows) in plan {
-                let n = insert_rows!(sqlx::Sqlite, tx, table, &cols, rows);
-                copied.tables.push((table.to_owned(), n));
-            }
+    match writing {
+        Writing::Sqlite(mut tx) => {
             for (domain, generation) in &feed {
                 let sql = match kind {
                     Kind::Server => "UPDATE change_feed SET generation = ? WHERE domain = ?",
@@ -369,21 +422,16 @@ pub async fn copy(from: &Database, to: &Database, kind: Kind) -> Result<Copied, 
             }
             tx.commit().await?;
         }
-        Pool::Postgres(p) => {
-            let mut tx = p.begin().await?;
-            for (table, cols, rows) in plan {
-                let n = insert_rows!(sqlx::Postgres, tx, table, &cols, rows);
-                copied.tables.push((table.to_owned(), n));
-                if IDENTITY_TABLES.contains(&table) {
-                    // Ids generated from here on follow the copied ones.
-                    sqlx::query(sqlx::AssertSqlSafe(format!(
-                        "SELECT setval(pg_get_serial_sequence('{table}', 'id'),
-                                       GREATEST((SELECT MAX(id) FROM {table}), 1),
-                                       (SELECT MAX(id) FROM {table}) IS NOT NULL)"
-                    )))
-                    .execute(&mut *tx)
-                    .await?;
-                }
+        Writing::Postgres(mut tx) => {
+            for table in tables.iter().filter(|t| IDENTITY_TABLES.contains(t)) {
+                // Ids generated from here on follow the copied ones.
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SELECT setval(pg_get_serial_sequence('{table}', 'id'),
+                                   GREATEST((SELECT MAX(id) FROM {table}), 1),
+                                   (SELECT MAX(id) FROM {table}) IS NOT NULL)"
+                )))
+                .execute(&mut *tx)
+                .await?;
             }
             for (domain, generation) in &feed {
                 let sql = match kind {
@@ -397,13 +445,21 @@ pub async fn copy(from: &Database, to: &Database, kind: Kind) -> Result<Copied, 
                     .await?;
             }
             if kind == Kind::Server {
-                let listed: Vec<(i64, String, String, String, String)> = sqlx::query_as(
-                    "SELECT id, name, display_name, description, tags FROM plugins
-                      WHERE latest_version IS NOT NULL",
+                // One plugin at a time: the rows are in the target already.
+                let ids: Vec<i64> = sqlx::query_scalar(
+                    "SELECT id FROM plugins WHERE latest_version IS NOT NULL ORDER BY id",
                 )
                 .fetch_all(&mut *tx)
                 .await?;
-                for (id, name, display_name, description, tags) in listed {
+                for id in ids {
+                    let (name, display_name, description, tags): (String, String, String, String) =
+                        sqlx::query_as(
+                            "SELECT name, display_name, description, tags FROM plugins
+                              WHERE id = $1",
+                        )
+                        .bind(id)
+                        .fetch_one(&mut *tx)
+                        .await?;
                     crate::store::write_search_document(
                         &mut tx,
                         id,
@@ -418,6 +474,8 @@ pub async fn copy(from: &Database, to: &Database, kind: Kind) -> Result<Copied, 
             tx.commit().await?;
         }
     }
+    // The snapshot only read; ending it changes nothing.
+    drop(reading);
     source.close().await;
     target.close().await;
     Ok(copied)
