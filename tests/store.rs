@@ -134,8 +134,14 @@ async fn data_survives_reopening(b: Backend) {
 async fn facets_follow_writes_at_once(b: Backend) {
     let store = &b.store;
     builtin::load(store, NOW).await.unwrap();
+    let q = PluginQuery::default();
     let before = store.facets().await.unwrap();
     assert!(!before.publishers.contains(&"acme".to_owned()));
+    // The web page's combined read, twice: the second is answered from the cache.
+    let (page, facets) = store.list_plugins_with_facets(&q).await.unwrap();
+    let (again, facets_again) = store.list_plugins_with_facets(&q).await.unwrap();
+    assert_eq!((again.total, &*facets_again), (page.total, &*facets));
+    assert_eq!(*facets, *before);
     store
         .insert_version("acme", &with_version("gateway", "9.0.0"), NOW)
         .await
@@ -145,6 +151,13 @@ async fn facets_follow_writes_at_once(b: Backend) {
         after.publishers.contains(&"acme".to_owned()),
         "cache cleared by the write"
     );
+    let (page_after, facets_after) = store.list_plugins_with_facets(&q).await.unwrap();
+    assert_eq!(
+        page_after.total,
+        page.total + 1,
+        "the page follows the write"
+    );
+    assert_eq!(*facets_after, *after, "the facets follow the write");
     let count = |f: &marketplace::store::Facets, tag: &str| {
         f.tags.iter().find(|(t, _)| t == tag).map(|(_, n)| *n)
     };

@@ -87,8 +87,7 @@ async fn catalog_page(
 ) -> Result<Response, PageError> {
     let params = parse_params(raw.as_deref())?;
     let query = params.to_query()?;
-    let page = state.store.list_plugins(&query).await?;
-    let facets = state.store.facets().await?;
+    let (page, facets) = state.store.list_plugins_with_facets(&query).await?;
     html(&CatalogPage::new(&params, &query, page, &facets))
 }
 

@@ -180,7 +180,7 @@ pub struct PluginRef {
 }
 
 /// Tags (with counts) and publishers, for the catalog's filter controls.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Facets {
     pub tags: Vec<(String, i64)>,
     pub publishers: Vec<String>,
@@ -273,6 +273,28 @@ impl Store {
     /// transaction and kept.
     pub async fn list_plugins(&self, q: &PluginQuery) -> Result<Page<PluginSummary>, StoreError> {
         self.db.list_page(q, &self.cache).await
+    }
+
+    /// A page of a catalog listing and the facets beside it, as the catalog's web page
+    /// shows them: one read of the generation when both are cached at it (each alone
+    /// reads it, a round trip on PostgreSQL), else each as [`Store::list_plugins`] and
+    /// [`Store::facets`] answer it.
+    pub async fn list_plugins_with_facets(
+        &self,
+        q: &PluginQuery,
+    ) -> Result<(Page<PluginSummary>, Arc<Facets>), StoreError> {
+        let generation = self.db.generation(Domain::Catalog).await?;
+        if let Some(cache::Entry::Page(page)) =
+            self.cache.get(generation, &cache::Key::Page(q.clone()))
+            && let Some(facets) = self.cache.facets(generation)
+        {
+            let page = Page {
+                items: page.items.clone(),
+                total: page.total,
+            };
+            return Ok((page, facets));
+        }
+        Ok((self.list_plugins(q).await?, self.facets().await?))
     }
 
     /// Every plugin `q` matches, in its listing order (its page fields are ignored): the
