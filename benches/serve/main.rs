@@ -2,8 +2,8 @@
 //! a static export of the same index, both under `wrk -t2 -c64`.
 //!
 //! 1. Seeds 10,000 generated definitions over 20 publishers (`benches/common/seed.rs`),
-//!    so that one publisher's role is about 340 KB, and writes the static copy with
-//!    `marketplace repo export`. Every metadata file over 1 KiB in the copy gets a `.gz`
+//!    so that one publisher's role is about 300 KiB as served, and writes the static
+//!    copy with `marketplace repo export`. Every metadata file over 1 KiB in the copy gets a `.gz`
 //!    beside it (best compression), for nginx's `gzip_static`.
 //! 2. Starts `marketplace serve` at its default log level (`MARKETPLACE_LOG` unset unless
 //!    `BENCH_SERVER_LOG` sets it), its log going to a file, and nginx (`nginx-light`)
@@ -14,7 +14,7 @@
 //!    information.
 //! 3. Checks that both servers return the same bytes for each file (decompressed where
 //!    gzip was asked for), then runs `wrk -t2 -c64 -dNs` against `timestamp.json`, one
-//!    target and the 340 KB role (with `Accept-Encoding: gzip` on both sides),
+//!    target and the ~300 KiB role (with `Accept-Encoding: gzip` on both sides),
 //!    alternating ours and nginx's for `BENCH_ROUNDS` rounds after a 2 s warm-up of
 //!    each; the verdict is the median of the rounds' ratios (ours / nginx).
 //!
