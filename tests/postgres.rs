@@ -126,10 +126,12 @@ async fn get(base: &str, path: &str) -> (u16, serde_json::Value) {
     (status, r.json().await.unwrap_or(serde_json::Value::Null))
 }
 
-/// A PostgreSQL restart closes every pooled connection. The server does not hand a dead
-/// one to a request: a connection idle for more than a second is pinged first (pooled
-/// connections in busy use skip the ping), so after the restart and a quiet second every
-/// read and a publish succeed without restarting the server.
+/// While PostgreSQL is down, the server answers 503 `unavailable` with `Retry-After`
+/// (a balancer tries another replica, a client retries), not 500. A PostgreSQL restart
+/// closes every pooled connection; the server does not hand a dead one to a request: a
+/// connection idle for more than a second is pinged first (pooled connections in busy
+/// use skip the ping), so after the restart and a quiet second every read and a publish
+/// succeed without restarting the server.
 #[tokio::test]
 async fn the_server_outlives_a_postgresql_restart() {
     let mut pg = common::pg::Postgres::start();
@@ -158,7 +160,24 @@ async fn the_server_outlives_a_postgresql_restart() {
         assert_eq!(status, 200, "{body}");
     }
 
-    pg.restart();
+    pg.stop();
+    for path in ["/api/v1/plugins?q=before", "/"] {
+        let r = reqwest::get(format!("{}{path}", server.url)).await.unwrap();
+        let retry_after = r.headers().get("retry-after").cloned();
+        let status = r.status();
+        let body = r.text().await.unwrap();
+        assert_eq!(status, 503, "{path}: {body}");
+        assert_eq!(
+            retry_after.as_ref().map(|v| v.to_str().unwrap()),
+            Some("1"),
+            "{path}"
+        );
+        if path.starts_with("/api") {
+            let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(body["error"]["code"], "unavailable", "{body}");
+        }
+    }
+    pg.start_again();
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
 
     for path in ["/api/v1/plugins?q=before", "/api/v1/plugins", "/"] {

@@ -57,6 +57,9 @@ pub enum ErrorCode {
     HeadersTooLarge,
     /// The request took longer than its surface allows.
     Timeout,
+    /// The database did not answer (down, restarting, unreachable, pool exhausted): a
+    /// retry may succeed, here or on another replica.
+    Unavailable,
     Internal,
     // The OCI registry's own codes (`/v2/`), drawn there as the distribution spec's
     // uppercase codes.
@@ -97,6 +100,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::HeadersTooLarge => "headers_too_large",
             ErrorCode::Timeout => "timeout",
+            ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
             ErrorCode::NameInvalid => "name_invalid",
             ErrorCode::NameUnknown => "name_unknown",
@@ -190,6 +194,24 @@ impl HttpError {
     }
 }
 
+impl HttpError {
+    /// 503 `unavailable` with `Retry-After: 1`: the database did not answer
+    /// ([`crate::db::unreachable`]). Not the client's fault and not a bug here, so a
+    /// balancer can try another replica and a client can retry; logged like
+    /// [`HttpError::internal`], and answered without internals.
+    pub fn unavailable(log: &str, error: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %error, "{log}");
+        HttpError {
+            retry_after: Some(1),
+            ..HttpError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::Unavailable,
+                "the database is not reachable; try again shortly",
+            )
+        }
+    }
+}
+
 /// 429 with `Retry-After`, on every surface that checks tokens.
 impl From<Limited> for HttpError {
     fn from(limited: Limited) -> Self {
@@ -210,7 +232,22 @@ impl From<Limited> for HttpError {
 
 impl From<StoreError> for HttpError {
     fn from(e: StoreError) -> Self {
-        HttpError::internal("store failure", &e)
+        match &e {
+            StoreError::Database(db) if crate::db::unreachable(db) => {
+                HttpError::unavailable("store unreachable", &e)
+            }
+            // The refusals (an existing version, publisher or metadata version, an
+            // unknown publisher) are the callers' to map where they mean something to
+            // the client; one that reaches the edge unmapped is a failure of ours.
+            StoreError::Database(_)
+            | StoreError::Migrate(_)
+            | StoreError::TooNew(_)
+            | StoreError::VersionExists { .. }
+            | StoreError::PublisherExists(_)
+            | StoreError::NoSuchPublisher(_)
+            | StoreError::MetadataExists { .. }
+            | StoreError::Corrupt(..) => HttpError::internal("store failure", &e),
+        }
     }
 }
 

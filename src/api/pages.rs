@@ -66,10 +66,16 @@ impl IntoResponse for PageError {
             title,
             message: self.0.message,
         };
-        match page.render() {
+        let mut response = match page.render() {
             Ok(html) => (self.0.status, Html(html)).into_response(),
-            Err(e) => HttpError::internal("rendering the error page", &e).into_response(),
+            Err(e) => return HttpError::internal("rendering the error page", &e).into_response(),
+        };
+        if let Some(secs) = self.0.retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
         }
+        response
     }
 }
 

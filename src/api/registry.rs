@@ -124,7 +124,7 @@ fn oci_code(code: ErrorCode) -> Option<&'static str> {
         | C::TooMany
         | C::NotInstallable
         | C::Ambiguous => "UNSUPPORTED",
-        C::NotInitialized | C::Timeout | C::Internal => return None,
+        C::NotInitialized | C::Timeout | C::Unavailable | C::Internal => return None,
     })
 }
 

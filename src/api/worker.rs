@@ -92,7 +92,14 @@ type Shared = State<Arc<Worker>>;
 
 impl From<SyncStoreError> for HttpError {
     fn from(e: SyncStoreError) -> Self {
-        HttpError::internal("sync store failure", &e)
+        match &e {
+            SyncStoreError::Db(db) if crate::db::unreachable(db) => {
+                HttpError::unavailable("sync store unreachable", &e)
+            }
+            SyncStoreError::Db(_) | SyncStoreError::Migrate(_) | SyncStoreError::TooNew(_) => {
+                HttpError::internal("sync store failure", &e)
+            }
+        }
     }
 }
 

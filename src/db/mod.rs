@@ -17,6 +17,24 @@ use sqlx::SqlitePool;
 use sqlx::migrate::{MigrateError, Migrator};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 
+/// Whether `e` says the database did not answer, rather than that a statement failed:
+/// the connection broke or could not be made, the pool had none free in time, or
+/// PostgreSQL refused work while shutting down or starting (SQLSTATE class 08,
+/// 57P01–57P03). Such a request may succeed when retried.
+pub fn unreachable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            code.starts_with("08") || matches!(&*code, "57P01" | "57P02" | "57P03")
+        }),
+        _ => false,
+    }
+}
+
 /// Connections of a file database's pool.
 const FILE_CONNECTIONS: u32 = 4;
 

@@ -181,11 +181,18 @@ impl Postgres {
     #[allow(dead_code)]
     pub fn restart(&mut self) {
         self.stop();
+        self.start_again();
+    }
+
+    /// Starts a server stopped by [`Postgres::stop`] again, on the same data, socket
+    /// and port.
+    pub fn start_again(&mut self) {
         self.child = spawn(self.dir.path(), &self.settings);
         self.wait_ready();
     }
 
-    fn stop(&mut self) {
+    /// Stops the server: fast shutdown, every client's connection closed.
+    pub fn stop(&mut self) {
         // Fast shutdown: SIGINT ends the server and its backends cleanly.
         let _ = Command::new("kill")
             .args(["-INT", &self.child.id().to_string()])
