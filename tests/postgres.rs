@@ -140,13 +140,13 @@ async fn the_server_outlives_a_postgresql_restart() {
     let m = setup_on(&dir.path().join("m"), &[], Some(&db));
     let server = Server::start_with(&m.data, &["--database", &db]);
     let c = Client::new(&server.url);
-    let (status, body) = c
-        .publish_signed(
-            &m.acme_token,
-            &definition("gateway", "before", "1.0.0"),
-            &[&m.acme],
-        )
-        .await;
+    let publish = |name: &'static str| {
+        let def = definition("gateway", name, "1.0.0");
+        let c = &c;
+        let m = &m;
+        async move { c.publish_signed(&m.acme_token, &def, &[&m.acme]).await }
+    };
+    let (status, body) = publish("before").await;
     assert_eq!(status, 201, "{body}");
     // Several requests at once, so the pool holds more than one connection.
     let requests: Vec<_> = (0..6)
@@ -186,13 +186,7 @@ async fn the_server_outlives_a_postgresql_restart() {
     }
     let (status, body) = get(&server.url, "/tuf/metadata/timestamp.json").await;
     assert_eq!(status, 200, "{body}");
-    let (status, body) = c
-        .publish_signed(
-            &m.acme_token,
-            &definition("gateway", "after", "1.0.0"),
-            &[&m.acme],
-        )
-        .await;
+    let (status, body) = publish("after").await;
     assert_eq!(status, 201, "{body}");
     let (status, body) = get(&server.url, "/api/v1/plugins?q=after").await;
     assert_eq!((status, body["total"].as_i64()), (200, Some(1)), "{body}");

@@ -3,8 +3,8 @@
 //!
 //! 1. Seeds 10,000 generated definitions over 20 publishers (`benches/common/seed.rs`),
 //!    so that one publisher's role is about 300 KiB as served, and writes the static
-//!    copy with `marketplace repo export`. Every metadata file over 1 KiB in the copy gets a `.gz`
-//!    beside it (best compression), for nginx's `gzip_static`.
+//!    copy with `marketplace repo export`. Every metadata file over 1 KiB in the copy
+//!    gets a `.gz` beside it (best compression), for nginx's `gzip_static`.
 //! 2. Starts `marketplace serve` at its default log level (`MARKETPLACE_LOG` unset unless
 //!    `BENCH_SERVER_LOG` sets it), its log going to a file, and nginx (`nginx-light`)
 //!    with a generated configuration: `worker_processes auto`, `sendfile`, keep-alive

@@ -445,21 +445,14 @@ pub async fn copy(from: &Database, to: &Database, kind: Kind) -> Result<Copied, 
                     .await?;
             }
             if kind == Kind::Server {
-                // One plugin at a time: the rows are in the target already.
-                let ids: Vec<i64> = sqlx::query_scalar(
-                    "SELECT id FROM plugins WHERE latest_version IS NOT NULL ORDER BY id",
+                // One summary per plugin (not its history): small enough to hold.
+                let listed: Vec<(i64, String, String, String, String)> = sqlx::query_as(
+                    "SELECT id, name, display_name, description, tags FROM plugins
+                      WHERE latest_version IS NOT NULL",
                 )
                 .fetch_all(&mut *tx)
                 .await?;
-                for id in ids {
-                    let (name, display_name, description, tags): (String, String, String, String) =
-                        sqlx::query_as(
-                            "SELECT name, display_name, description, tags FROM plugins
-                              WHERE id = $1",
-                        )
-                        .bind(id)
-                        .fetch_one(&mut *tx)
-                        .await?;
+                for (id, name, display_name, description, tags) in listed {
                     crate::store::write_search_document(
                         &mut tx,
                         id,

@@ -176,14 +176,6 @@ impl Postgres {
         }
     }
 
-    /// Stops the server (fast shutdown: every client's connection is closed) and starts
-    /// it again on the same data, socket and port.
-    #[allow(dead_code)]
-    pub fn restart(&mut self) {
-        self.stop();
-        self.start_again();
-    }
-
     /// Starts a server stopped by [`Postgres::stop`] again, on the same data, socket
     /// and port.
     pub fn start_again(&mut self) {
