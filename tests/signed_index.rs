@@ -131,7 +131,7 @@ async fn metadata_is_re_signed_before_it_expires() {
     let store = marketplace::store::Store::open(&data.join("marketplace.db"))
         .await
         .unwrap();
-    let keys = OnlineKeys::load(&data)
+    let keys = OnlineKeys::load(&marketplace::trust::server::repo::keys_dir(&data))
         .unwrap()
         .expect("repo init wrote the online keys");
     let now = marketplace::clock::now();

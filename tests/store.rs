@@ -31,7 +31,53 @@ conformance!(
     metadata_versions_are_kept_and_never_replaced,
     tokens_map_to_their_publisher_until_revoked,
     mirror_jobs_and_what_they_serve,
+    a_lease_has_one_holder_until_it_runs_out_or_is_given_back,
 );
+
+/// Leases (who re-signs the index among replicas): one holder at a time; its holder
+/// renews it; another takes it only once it ran out or was given back.
+async fn a_lease_has_one_holder_until_it_runs_out_or_is_given_back(b: Backend) {
+    let store = &b.store;
+    assert!(store.take_lease("re-signing", "a", 60).await.unwrap());
+    assert!(
+        !store.take_lease("re-signing", "b", 60).await.unwrap(),
+        "held by a"
+    );
+    assert!(
+        store.take_lease("re-signing", "a", 60).await.unwrap(),
+        "a renews"
+    );
+    assert!(
+        store.take_lease("other", "b", 60).await.unwrap(),
+        "leases are per name"
+    );
+    // Giving back is the holder's alone.
+    store.release_lease("re-signing", "b").await.unwrap();
+    assert!(!store.take_lease("re-signing", "b", 60).await.unwrap());
+    store.release_lease("re-signing", "a").await.unwrap();
+    assert!(store.take_lease("re-signing", "b", 1).await.unwrap());
+    // Ran out (by the database's clock): a takes it over.
+    assert!(!store.take_lease("re-signing", "a", 60).await.unwrap());
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    assert!(store.take_lease("re-signing", "a", 60).await.unwrap());
+    assert!(!store.take_lease("re-signing", "b", 60).await.unwrap());
+    // Many takers at once: exactly one wins.
+    store.release_lease("re-signing", "a").await.unwrap();
+    let takers = (0..8).map(|i| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store
+                .take_lease("re-signing", &format!("t{i}"), 60)
+                .await
+                .unwrap()
+        })
+    });
+    let mut won = 0;
+    for t in takers {
+        won += usize::from(t.await.unwrap());
+    }
+    assert_eq!(won, 1);
+}
 
 async fn builtins_load_once_and_again_changes_nothing(b: Backend) {
     let store = &b.store;

@@ -120,7 +120,8 @@ pub(crate) async fn seed(
         None => marketplace::db::Database::Sqlite(data.join("marketplace.db")),
     };
     let store = Store::connect(&db, 4).await?;
-    let keys = OnlineKeys::load(&data)?.ok_or("repo init wrote no online keys")?;
+    let keys = OnlineKeys::load(&marketplace::trust::server::repo::keys_dir(&data))?
+        .ok_or("repo init wrote no online keys")?;
     let signer = Signer::new(keys, RoleLifetimes::default());
     let now = marketplace::clock::now();
     for (p, defs) in pubs.iter().zip(&by_publisher) {

@@ -42,10 +42,22 @@ impl Server {
         log_file: Option<&Path>,
         args: &[&str],
     ) -> Result<Server, BoxError> {
+        Server::start_env(data_dir, log, log_file, args, &[])
+    }
+
+    /// [`Server::start_args`] with environment variables (a bucket's credentials).
+    pub(crate) fn start_env(
+        data_dir: &Path,
+        log: Option<&str>,
+        log_file: Option<&Path>,
+        args: &[&str],
+        env: &[(&str, String)],
+    ) -> Result<Server, BoxError> {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_marketplace"));
         cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env_remove("MARKETPLACE_LOG")
             // The built-ins pin images on the internet: benchmarks stay on loopback.
             .env("MARKETPLACE_MIRROR", "off")
@@ -163,5 +175,38 @@ pub fn exit_status(result: Result<bool, BoxError>) -> std::process::ExitCode {
             eprintln!("benchmark error: {e}");
             std::process::ExitCode::from(2)
         }
+    }
+}
+
+/// The median of `v` (the upper one of an even count).
+#[allow(dead_code)] // the registry and replicas benchmarks
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// One download of `url` to /dev/null with curl, following a redirect; MiB/s. The whole
+/// blob must arrive.
+#[allow(dead_code)] // the registry and replicas benchmarks
+pub(crate) fn curl(url: &str, expected: u64) -> Result<f64, BoxError> {
+    let out = Command::new("curl")
+        .args([
+            "-sSL",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{size_download} %{time_total}",
+            url,
+        ])
+        .output()
+        .map_err(|e| format!("curl (Debian package curl): {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    match parts.as_slice() {
+        [code, size, time] if *code == "200" && size.parse::<u64>().ok() == Some(expected) => {
+            let seconds: f64 = time.parse()?;
+            Ok(expected as f64 / 1_048_576.0 / seconds)
+        }
+        _ => Err(format!("{url}: {text} {}", String::from_utf8_lossy(&out.stderr)).into()),
     }
 }

@@ -20,7 +20,7 @@
 //! Needs `docker-registry`, `skopeo`, `nginx-light` and `curl` (Debian packages).
 
 use std::path::Path;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -37,7 +37,7 @@ mod server;
 use marketplace::definition::Definition;
 use marketplace::store::Store;
 use nginx::Nginx;
-use server::{Server, env_number};
+use server::{Server, curl, env_number, median};
 
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -49,11 +49,6 @@ const TARGET_RSS_GROWTH_MIB: f64 = 32.0;
 fn main() -> ExitCode {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     server::exit_status(runtime.block_on(run()))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 async fn run() -> Result<bool, BoxError> {
@@ -268,30 +263,6 @@ async fn mirror_once(
             return Err("the image was not mirrored within 10 minutes".into());
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// One download to /dev/null with curl; MiB/s. The whole blob must arrive.
-fn curl(url: &str, expected: u64) -> Result<f64, BoxError> {
-    let out = Command::new("curl")
-        .args([
-            "-sS",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code} %{size_download} %{time_total}",
-            url,
-        ])
-        .output()
-        .map_err(|e| format!("curl (Debian package curl): {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let parts: Vec<&str> = text.split_whitespace().collect();
-    match parts.as_slice() {
-        [code, size, time] if *code == "200" && size.parse::<u64>().ok() == Some(expected) => {
-            let seconds: f64 = time.parse()?;
-            Ok(expected as f64 / 1_048_576.0 / seconds)
-        }
-        _ => Err(format!("{url}: {text} {}", String::from_utf8_lossy(&out.stderr)).into()),
     }
 }
 

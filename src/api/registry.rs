@@ -477,6 +477,24 @@ async fn blob(
         Some(r) => (StatusCode::PARTIAL_CONTENT, r.end - r.start),
         None => (StatusCode::OK, size),
     };
+    // Redirected downloads send their `Range` to the store, which answers it itself;
+    // a HEAD, a 304 and a 416 are answered here (they carry no bytes).
+    if !head && let Some(url) = registry.blob_url(&digest).await? {
+        let mut response = (
+            StatusCode::TEMPORARY_REDIRECT,
+            axum::response::AppendHeaders(common),
+        )
+            .into_response();
+        let h = response.headers_mut();
+        h.insert(
+            header::LOCATION,
+            HeaderValue::from_str(url.as_str())
+                .map_err(|e| HttpError::internal("a presigned URL is not a header value", &e))?,
+        );
+        // The URL is a short-lived credential: no cache may keep it.
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return Ok(response);
+    }
     let body = if head {
         Body::empty()
     } else {

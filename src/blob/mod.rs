@@ -3,12 +3,13 @@
 //! their sha256, and a store never holds a blob under a digest its bytes do not hash
 //! to. Which blobs are still referenced is the registry's business (`mirror gc` asks it).
 //!
-//! [`BlobStore`] is a small object-safe trait so a second implementation (an
-//! S3-compatible object store) fits without touching callers; [`FsBlobStore`] keeps
-//! blobs under the data directory.
+//! [`BlobStore`] is a small object-safe trait with two implementations:
+//! [`FsBlobStore`] keeps blobs under the data directory (one process, or processes
+//! sharing one disk), [`S3BlobStore`] in an S3-compatible bucket (replicas).
 
 mod digest;
 mod fs;
+mod s3;
 
 use std::ops::Range;
 
@@ -18,6 +19,7 @@ use futures_util::stream::BoxStream;
 
 pub use digest::{Digest, DigestError};
 pub use fs::FsBlobStore;
+pub use s3::{S3BlobStore, S3Location};
 
 /// Bytes in flight, chunk by chunk; never a whole blob in memory.
 pub type ByteStream = BoxStream<'static, Result<Bytes, std::io::Error>>;
@@ -122,6 +124,17 @@ pub trait BlobStore: Send + Sync + 'static {
     /// Removes an abandoned write [`BlobStore::abandoned`] listed; false when it is gone
     /// or no longer abandoned.
     fn remove_abandoned(&self, which: &Abandoned) -> BoxFuture<'_, Result<bool, BlobError>>;
+
+    /// A URL anyone holding it may `GET` the blob from, directly from the store, for
+    /// `valid_for`; `None` when the store cannot hand out such URLs (files on disk).
+    /// Whether the blob exists is not checked.
+    fn presign(
+        &self,
+        _digest: &Digest,
+        _valid_for: std::time::Duration,
+    ) -> BoxFuture<'_, Result<Option<url::Url>, BlobError>> {
+        Box::pin(async { Ok(None) })
+    }
 }
 
 /// Reads a whole blob into memory: for manifests and configs, which are small and

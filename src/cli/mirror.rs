@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
-use crate::blob::{BlobStore, FsBlobStore};
+use crate::blob::BlobStore;
 use crate::store::{MirrorStatus, Store};
 
 #[derive(Debug, Args)]
@@ -22,6 +22,8 @@ pub struct MirrorArgs {
     data_dir: PathBuf,
     #[command(flatten)]
     database: super::database::DatabaseArgs,
+    #[command(flatten)]
+    blobs: super::storage::BlobArgs,
     #[command(subcommand)]
     command: MirrorCommand,
 }
@@ -116,14 +118,6 @@ fn parse_rate(s: &str) -> Result<u64, String> {
     }
 }
 
-/// The blob store under `data_dir`, as `serve` and these commands open it.
-pub(super) fn open_blobs(data_dir: &std::path::Path) -> anyhow::Result<Arc<dyn BlobStore>> {
-    let root = data_dir.join("blobs");
-    let store = FsBlobStore::open(&root)
-        .with_context(|| format!("opening the blob store {}", root.display()))?;
-    Ok(Arc::new(store))
-}
-
 /// Removes what downloads killed mid-transfer left in the blob store (see
 /// `BlobStore::abandoned`: never a download still running, here or in another process
 /// on the data directory). `serve` and `mirror run` do it as they start, so a kill
@@ -161,7 +155,7 @@ pub fn run(args: MirrorArgs) -> anyhow::Result<bool> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
         let store = args.database.open(&args.data_dir).await?;
-        let blobs = open_blobs(&args.data_dir)?;
+        let blobs = args.blobs.open(&args.data_dir).await?;
         let ok = match args.command {
             MirrorCommand::Status { json } => status(&store, json).await?,
             MirrorCommand::Retry { filter } => {

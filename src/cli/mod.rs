@@ -10,6 +10,7 @@ mod publisher;
 mod repo;
 mod resign;
 mod serve;
+mod storage;
 mod sync;
 mod validate;
 mod yank;
@@ -32,7 +33,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve the catalog web pages, JSON API and health endpoints.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Check plugin definition files (or folders of them) and report every problem.
     Validate(validate::ValidateArgs),
     /// Manage ed25519 signing keys for the signed index.
@@ -64,7 +65,7 @@ pub fn run() -> ExitCode {
         end_quietly_on_a_closed_pipe();
     }
     match cli.command {
-        Command::Serve(args) => report(serve::run(args)),
+        Command::Serve(args) => report(serve::run(*args)),
         Command::Validate(args) => validate::run(args),
         Command::Keys(args) => report(keys::run(args)),
         Command::Repo(args) => report(repo::run(args)),

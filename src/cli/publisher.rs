@@ -20,6 +20,8 @@ pub struct PublisherArgs {
     data_dir: PathBuf,
     #[command(flatten)]
     database: super::database::DatabaseArgs,
+    #[command(flatten)]
+    keys: super::storage::KeysDirArgs,
     #[command(subcommand)]
     command: PublisherCommand,
 }
@@ -139,7 +141,8 @@ pub fn run(args: PublisherArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let store = args.database.open(&args.data_dir).await?;
-        let result = command(&store, &args.data_dir, args.command).await;
+        let keys_dir = args.keys.dir(&args.data_dir);
+        let result = command(&store, &keys_dir, args.command).await;
         store.close().await;
         result
     })
@@ -151,19 +154,19 @@ fn date(ts: i64) -> String {
 
 /// The server's online keys (the targets key signs suspensions).
 fn online_keys(
-    data_dir: &std::path::Path,
+    keys_dir: &std::path::Path,
 ) -> anyhow::Result<crate::trust::server::state::OnlineKeys> {
-    crate::trust::server::state::OnlineKeys::load(data_dir)?.ok_or_else(|| {
+    crate::trust::server::state::OnlineKeys::load(keys_dir)?.ok_or_else(|| {
         anyhow::anyhow!(
-            "the signed index is not initialized in {}; run `marketplace repo init` first",
-            data_dir.display()
+            "no online keys in {}; run `marketplace repo init` first (or give --keys-dir)",
+            keys_dir.display()
         )
     })
 }
 
 async fn command(
     store: &Store,
-    data_dir: &std::path::Path,
+    keys_dir: &std::path::Path,
     command: PublisherCommand,
 ) -> anyhow::Result<()> {
     let now = crate::clock::now();
@@ -258,14 +261,14 @@ async fn command(
             println!("revoked {n} token(s) of {name}");
         }
         PublisherCommand::Suspend { name } => {
-            let keys = online_keys(data_dir)?;
+            let keys = online_keys(keys_dir)?;
             let v = crate::trust::server::suspend::suspend(store, &keys, &name, now).await?;
             println!(
                 "publisher {name} suspended: targets v{v} no longer delegates to it; workers drop its plugins at their next round"
             );
         }
         PublisherCommand::Resume { name } => {
-            let keys = online_keys(data_dir)?;
+            let keys = online_keys(keys_dir)?;
             let v = crate::trust::server::suspend::resume(store, &keys, &name, now).await?;
             println!("publisher {name} resumed: targets v{v} delegates to it again");
         }

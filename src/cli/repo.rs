@@ -75,6 +75,10 @@ struct InitArgs {
     data_dir: PathBuf,
     #[command(flatten)]
     database: super::database::DatabaseArgs,
+    /// Where the online keys are written (or, if present, read): `DATA_DIR/keys` by
+    /// default; copy them into the Secret the replicas mount as `--keys-dir`.
+    #[command(flatten)]
+    keys: super::storage::KeysDirArgs,
     /// A root private key (PKCS#8); repeat for several. All of them sign root.json.
     #[arg(long = "root-key", value_name = "FILE", required = true)]
     root_keys: Vec<PathBuf>,
@@ -176,17 +180,15 @@ async fn init(a: InitArgs) -> anyhow::Result<()> {
             timestamp: a.timestamp_expires,
         },
     };
-    let report = repo::init(&store, &a.data_dir, params, now).await?;
+    let keys_dir = a.keys.dir(&a.data_dir);
+    let report = repo::init(&store, &keys_dir, params, now).await?;
     store.close().await;
     println!("signed index created in {}", a.data_dir.display());
     for id in &report.root_key_ids {
         println!("  root key      {id}  (offline: not stored)");
     }
     for (name, id) in &report.online_key_ids {
-        println!(
-            "  {name:<13} {id}  ({}/keys/{name}.pem)",
-            a.data_dir.display()
-        );
+        println!("  {name:<13} {id}  ({}/{name}.pem)", keys_dir.display());
     }
     println!(
         "  {} built-in definitions signed as publisher `{}`",

@@ -18,6 +18,12 @@ use crate::trust::verify::RoleLifetimes;
 const REFRESH_EVERY: std::time::Duration = std::time::Duration::from_secs(20);
 /// How often publisher role expiries are looked at for the log (seconds).
 const EXPIRY_SCAN_EVERY: i64 = 3600;
+/// The lease that makes one server of those sharing a database do the periodic
+/// re-signing; held for [`SIGNING_LEASE_SECONDS`] and renewed every [`REFRESH_EVERY`],
+/// so a holder that dies is replaced within about a minute (metadata is re-signed at
+/// half its lifetime, hours ahead of expiry).
+const SIGNING_LEASE: &str = "re-signing";
+const SIGNING_LEASE_SECONDS: i64 = 60;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -29,6 +35,15 @@ pub struct ServeArgs {
     data_dir: PathBuf,
     #[command(flatten)]
     database: super::database::DatabaseArgs,
+    #[command(flatten)]
+    keys: super::storage::KeysDirArgs,
+    #[command(flatten)]
+    blobs: super::storage::BlobArgs,
+    /// Answer `/v2/` blob downloads with a redirect (307) to a short-lived presigned
+    /// URL of the S3 store instead of streaming them through this server (clients then
+    /// need to reach the store). Needs an `s3://` `--blob-store`.
+    #[arg(long, env = "MARKETPLACE_BLOB_REDIRECT", value_parser = clap::builder::BoolishValueParser::new())]
+    blob_redirect: bool,
     /// Log format: `text` for people, `json` for log collectors.
     #[arg(long, env = "MARKETPLACE_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
@@ -114,9 +129,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         min: args.min_role_lifetime,
         max: args.max_role_lifetime,
     };
-    let signer = match OnlineKeys::load(&args.data_dir)
-        .context("loading the signed index's online keys")?
-    {
+    let keys_dir = args.keys.dir(&args.data_dir);
+    // This process among the servers sharing the database, for leases.
+    let holder = format!("{}-{}", std::process::id(), crate::token::random_hex(6));
+    let signer = match OnlineKeys::load(&keys_dir).with_context(|| {
+        format!(
+            "loading the signed index's online keys from {}",
+            keys_dir.display()
+        )
+    })? {
         Some(keys) => {
             let signer = std::sync::Arc::new(Signer::new(keys, lifetimes));
             let done = accept::maintain_builtins(&store, &signer, crate::clock::now())
@@ -128,7 +149,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                     "signed new built-in definitions into the index"
                 );
             }
-            tokio::spawn(keep_index_fresh(store.clone(), signer.clone()));
+            tokio::spawn(keep_index_fresh(
+                store.clone(),
+                signer.clone(),
+                holder.clone(),
+            ));
             Some(signer)
         }
         None => {
@@ -172,6 +197,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         stop_mirror.notify_one();
         let _ = task.await;
     }
+    // Another server takes the re-signing over at once rather than when the lease ends.
+    if let Err(e) = store.release_lease(SIGNING_LEASE, &holder).await {
+        tracing::warn!(error = %e, "giving back the re-signing lease failed; another server takes it when it runs out");
+    }
     store.close().await;
     tracing::info!("stopped");
     Ok(())
@@ -209,7 +238,12 @@ async fn open_registry(
     crate::registry::Registry,
     Option<std::sync::Arc<crate::mirror::Mirror>>,
 )> {
-    let blobs = super::mirror::open_blobs(&args.data_dir)?;
+    if args.blob_redirect && !args.blobs.is_s3() {
+        anyhow::bail!(
+            "--blob-redirect needs an s3:// --blob-store (files on disk have no URL to redirect to)"
+        );
+    }
+    let blobs = args.blobs.open(&args.data_dir).await?;
     let (files, bytes) = super::mirror::remove_abandoned_writes(&*blobs).await?;
     if files > 0 {
         tracing::info!(
@@ -228,7 +262,10 @@ async fn open_registry(
             "enqueued the images of earlier versions for mirroring"
         );
     }
-    let registry = crate::registry::Registry::new(store.clone(), blobs.clone());
+    let mut registry = crate::registry::Registry::new(store.clone(), blobs.clone());
+    if args.blob_redirect {
+        registry = registry.redirecting(crate::registry::REDIRECT_VALID_FOR);
+    }
     if args.mirror == "off" {
         tracing::info!("mirroring is off; /v2/ serves what was mirrored before");
         return Ok((registry, None));
@@ -248,12 +285,39 @@ async fn open_registry(
 /// roles past half their lifetime (targets, snapshot, timestamp, the built-in
 /// publisher's) and, hourly, warns about publisher roles close to expiry. Failures are logged
 /// here, where they are handled, and retried on the next tick.
-async fn keep_index_fresh(store: Store, signer: std::sync::Arc<Signer>) {
+///
+/// Of several servers on one database only the holder of the [`SIGNING_LEASE`] does
+/// this, so replicas do not race to re-sign the same roles. (A race would be safe, not
+/// wasteful only: the database refuses a second file under a version that exists, and
+/// the loser's re-sign is dropped.)
+async fn keep_index_fresh(store: Store, signer: std::sync::Arc<Signer>, holder: String) {
     let mut tick = tokio::time::interval(REFRESH_EVERY);
     let mut warned = crate::trust::expiry::Warnings::default();
     let mut last_expiry_scan: Option<i64> = None;
+    let mut holding = false;
     loop {
         tick.tick().await;
+        match store
+            .take_lease(SIGNING_LEASE, &holder, SIGNING_LEASE_SECONDS)
+            .await
+        {
+            Ok(true) if !holding => {
+                holding = true;
+                tracing::info!(%holder, "this server now keeps the signed index fresh (re-signing lease taken)");
+            }
+            Ok(true) => {}
+            Ok(false) => {
+                if holding {
+                    tracing::info!("another server took the re-signing lease");
+                }
+                holding = false;
+                continue;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "taking the re-signing lease failed; retrying next tick");
+                continue;
+            }
+        }
         let now = crate::clock::now();
         let guard = signer.lock.lock().await;
         let builtins = accept::maintain_builtins(&store, &signer, now).await;

@@ -38,7 +38,8 @@ impl fmt::Display for Kind {
 }
 
 /// Tables in an order that satisfies every foreign key; the change feed (seeded rows)
-/// is copied by updating its rows instead.
+/// is copied by updating its rows instead. `leases` is not copied: a claim by one of
+/// the source's servers means nothing to the target's.
 const SERVER_TABLES: &[&str] = &[
     "publishers",
     "publisher_tokens",

@@ -43,16 +43,44 @@ pub struct FoundManifest {
     pub bytes: Option<Vec<u8>>,
 }
 
+/// How long a presigned blob URL stays valid (`serve --blob-redirect`): long enough
+/// for a client to follow the redirect and retry once, short enough that a leaked URL
+/// soon stops working. S3 checks it when a download starts, so a long download that
+/// started in time finishes.
+pub const REDIRECT_VALID_FOR: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// The registry's read side.
 #[derive(Clone)]
 pub struct Registry {
     store: Store,
     blobs: Arc<dyn BlobStore>,
+    /// Blob downloads answered with a presigned URL valid this long, when set.
+    redirect: Option<std::time::Duration>,
 }
 
 impl Registry {
     pub fn new(store: Store, blobs: Arc<dyn BlobStore>) -> Registry {
-        Registry { store, blobs }
+        Registry {
+            store,
+            blobs,
+            redirect: None,
+        }
+    }
+
+    /// Blob downloads are redirected to the blob store (presigned URLs valid for
+    /// `valid_for`) rather than streamed through.
+    pub fn redirecting(mut self, valid_for: std::time::Duration) -> Registry {
+        self.redirect = Some(valid_for);
+        self
+    }
+
+    /// Where a client may download a served blob straight from the blob store, when
+    /// redirects are on and the store hands out URLs.
+    pub async fn blob_url(&self, digest: &Digest) -> Result<Option<url::Url>, RegistryError> {
+        let Some(valid_for) = self.redirect else {
+            return Ok(None);
+        };
+        Ok(self.blobs.presign(digest, valid_for).await?)
     }
 
     /// A manifest of `repo` by digest or by tag; with its bytes unless `head`.

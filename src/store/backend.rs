@@ -309,6 +309,17 @@ store_traits! {
         fn generation(&self, domain: Domain) -> i64;
     }
 
+    /// Leases on work that server processes sharing the database do one at a time
+    /// (re-signing the index): a named claim with a holder and an end, in the
+    /// database's clock.
+    trait Leases {
+        /// Takes or renews lease `name` for `holder` for `seconds`: true when `holder`
+        /// holds it now (it was free, had run out, or was already `holder`'s).
+        fn take_lease(&self, name: &str, holder: &str, seconds: i64) -> bool;
+        /// Gives lease `name` back if `holder` holds it, so another may take it at once.
+        fn release_lease(&self, name: &str, holder: &str) -> ();
+    }
+
     /// What opening and readiness need.
     trait Maintenance {
         /// Cheap round trip, for readiness checks.

@@ -77,6 +77,17 @@ impl SigningKey {
 
     /// Reads a PEM or DER PKCS#8 ed25519 key, refusing files other users can read.
     pub fn load(path: &Path) -> Result<SigningKey, KeyError> {
+        Self::load_with_mask(path, 0o077)
+    }
+
+    /// As [`SigningKey::load`], but the file's group may read it: a Kubernetes Secret
+    /// mounted for a non-root user (`fsGroup`) is mode 0440, and the group is the pod's
+    /// own. Writable by the group, or readable by anyone else, is still refused.
+    pub fn load_group_readable(path: &Path) -> Result<SigningKey, KeyError> {
+        Self::load_with_mask(path, 0o037)
+    }
+
+    fn load_with_mask(path: &Path, refused: u32) -> Result<SigningKey, KeyError> {
         let shown = path.display().to_string();
         let read_err = |source| KeyError::Read {
             path: shown.clone(),
@@ -87,7 +98,7 @@ impl SigningKey {
         {
             use std::os::unix::fs::PermissionsExt;
             let mode = meta.permissions().mode() & 0o777;
-            if mode & 0o077 != 0 {
+            if mode & refused != 0 {
                 return Err(KeyError::TooOpen { path: shown, mode });
             }
         }

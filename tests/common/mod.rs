@@ -17,8 +17,10 @@ use tower::ServiceExt;
 pub mod backends;
 pub mod background;
 pub mod buf;
+pub mod garage;
 pub mod hostile;
 pub mod mirror;
+pub mod nginx;
 pub mod oci;
 pub mod pg;
 pub mod publishing;
@@ -124,11 +126,17 @@ impl Server {
 
     /// [`Server::start`] with more `serve` arguments (operator settings).
     pub fn start_with(data_dir: &Path, args: &[&str]) -> Server {
+        Server::start_env(data_dir, args, &[])
+    }
+
+    /// [`Server::start_with`] with environment variables (an S3 store's credentials).
+    pub fn start_env(data_dir: &Path, args: &[&str], env: &[(&str, String)]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_marketplace"))
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .args(args)
             .env("MARKETPLACE_LOG", "warn")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             // The built-ins pin images on the internet: tests stay on loopback, so the
             // mirror is off unless a test turns it on with its own upstreams.
             .env("MARKETPLACE_MIRROR", "off")

@@ -54,7 +54,8 @@ fn bin_dir() -> PathBuf {
         .1
 }
 
-fn is_root() -> bool {
+/// Whether this process runs as root (servers that refuse root run as another user).
+pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {

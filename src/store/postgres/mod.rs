@@ -132,6 +132,40 @@ impl PgStore {
             .await?)
     }
 
+    pub(crate) async fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        seconds: i64,
+    ) -> Result<bool, StoreError> {
+        // The database's clock decides, so replicas with skewed clocks agree; the
+        // conditional upsert is one statement, so two takers cannot both win.
+        let taken = sqlx::query(
+            "INSERT INTO leases (name, holder, expires_at)
+             VALUES ($1, $2, EXTRACT(EPOCH FROM clock_timestamp())::bigint + $3)
+             ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+              WHERE leases.holder = EXCLUDED.holder
+                 OR leases.expires_at <= EXTRACT(EPOCH FROM clock_timestamp())::bigint",
+        )
+        .bind(name)
+        .bind(holder)
+        .bind(seconds)
+        .execute(&self.pool)
+        .await?
+        .rows_affected()
+            == 1;
+        Ok(taken)
+    }
+
+    pub(crate) async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM leases WHERE name = $1 AND holder = $2")
+            .bind(name)
+            .bind(holder)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     pub(crate) async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())

@@ -81,6 +81,40 @@ impl SqliteStore {
             .await?)
     }
 
+    pub(crate) async fn take_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        seconds: i64,
+    ) -> Result<bool, StoreError> {
+        let mut tx = crate::db::begin_write(&self.pool).await?;
+        let taken = sqlx::query(
+            "INSERT INTO leases (name, holder, expires_at) VALUES (?1, ?2, unixepoch() + ?3)
+             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+              WHERE leases.holder = excluded.holder OR leases.expires_at <= unixepoch()",
+        )
+        .bind(name)
+        .bind(holder)
+        .bind(seconds)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        tx.commit().await?;
+        Ok(taken)
+    }
+
+    pub(crate) async fn release_lease(&self, name: &str, holder: &str) -> Result<(), StoreError> {
+        let mut tx = crate::db::begin_write(&self.pool).await?;
+        sqlx::query("DELETE FROM leases WHERE name = ? AND holder = ?")
+            .bind(name)
+            .bind(holder)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     pub(crate) async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())

@@ -60,14 +60,26 @@ pub enum UploadError {
 
 impl UploadError {
     /// Why trying again on fresh metadata may succeed, or `None` when this answer is
-    /// final. Only a conflict (another update of the role landed first) and a failed
-    /// connection (nothing was sent) qualify: any other refusal is the same on every
+    /// final. A conflict (another update of the role landed first), a failed
+    /// connection (nothing was sent), the server's 503 (its database did not answer:
+    /// nothing was stored) and a balancer's 502 or 504 (the replica it chose went away;
+    /// another answers the retry) qualify: any other refusal is the same on every
     /// attempt, and after a timeout or a broken connection the update may have landed.
     fn retry_reason(&self) -> Option<&'static str> {
         match self {
             UploadError::Refused { status, .. } if *status == StatusCode::CONFLICT => Some(
                 "the index kept changing: another update of this publisher's role landed first each time",
             ),
+            UploadError::Refused { status, .. }
+                if matches!(
+                    *status,
+                    StatusCode::BAD_GATEWAY
+                        | StatusCode::SERVICE_UNAVAILABLE
+                        | StatusCode::GATEWAY_TIMEOUT
+                ) =>
+            {
+                Some("the marketplace kept answering that it is unavailable")
+            }
             UploadError::Http(e) if e.is_connect() => Some("the marketplace could not be reached"),
             _ => None,
         }

@@ -38,6 +38,7 @@ pub struct InitReport {
     pub builtin_targets: usize,
 }
 
+/// Where the online keys are kept unless `--keys-dir` says otherwise.
 pub fn keys_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("keys")
 }
@@ -47,7 +48,7 @@ pub fn keys_dir(data_dir: &Path) -> PathBuf {
 fn online_key(dir: &Path, name: &str) -> Result<SigningKey, TrustError> {
     let path = dir.join(format!("{name}.pem"));
     if path.exists() {
-        return Ok(SigningKey::load(&path)?);
+        return Ok(SigningKey::load_group_readable(&path)?);
     }
     let key = SigningKey::generate()?;
     key.save_new(&path)?;
@@ -59,7 +60,7 @@ fn online_key(dir: &Path, name: &str) -> Result<SigningKey, TrustError> {
 /// transaction. Refuses to run twice.
 pub async fn init(
     store: &Store,
-    data_dir: &Path,
+    keys_dir: &Path,
     params: InitParams,
     now: i64,
 ) -> Result<InitReport, TrustError> {
@@ -67,7 +68,7 @@ pub async fn init(
         return Err(TrustError::AlreadyInitialized);
     }
     check_threshold(params.root_threshold, &params.root_keys)?;
-    let online = online_keys(&keys_dir(data_dir))?;
+    let online = online_keys(keys_dir)?;
     let lt = params.lifetimes;
     let root = root_v1(&params, &online, expiry(now, lt.root));
     let root_file = sign_root_v1(&root, &params.root_keys, now).await?;

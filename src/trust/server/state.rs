@@ -9,7 +9,6 @@ use std::path::Path;
 
 use tough::schema::{KeyHolder, Metafile, Root, Signed, Snapshot, Targets, Timestamp};
 
-use super::repo::keys_dir;
 use crate::store::{Store, StoreError, StoredMetadata};
 use crate::trust::metadata::{SPEC_VERSION, expiry, metafile, sign, stored, version};
 use crate::trust::{SigningKey, TrustError};
@@ -25,14 +24,14 @@ pub struct OnlineKeys {
 }
 
 impl OnlineKeys {
-    /// Loads `DATA_DIR/keys/{targets,snapshot,timestamp,fundament}.pem`; `None` before
-    /// `repo init`.
-    pub fn load(data_dir: &Path) -> Result<Option<OnlineKeys>, TrustError> {
-        let dir = keys_dir(data_dir);
+    /// Loads `{targets,snapshot,timestamp,fundament}.pem` from `dir` (`DATA_DIR/keys`
+    /// unless `--keys-dir` names another, such as a mounted Secret); `None` before
+    /// `repo init`. The files' group may read them (a Secret mounted with `fsGroup`).
+    pub fn load(dir: &Path) -> Result<Option<OnlineKeys>, TrustError> {
         if !dir.join("timestamp.pem").exists() {
             return Ok(None);
         }
-        let load = |n: &str| SigningKey::load(&dir.join(format!("{n}.pem")));
+        let load = |n: &str| SigningKey::load_group_readable(&dir.join(format!("{n}.pem")));
         Ok(Some(OnlineKeys {
             targets: load("targets")?,
             snapshot: load("snapshot")?,
