@@ -1,7 +1,7 @@
 //! Replicas with real parts only: PostgreSQL (`common::pg`) as the store, Garage
 //! (`common::garage`) as the S3-compatible blob store, Debian's nginx
 //! (`common::nginx`) as the balancer, Debian's `docker-registry` as the upstream, and
-//! `skopeo`, python-tuf and the `marketplace` CLI as clients. Here: images in a bucket
+//! `skopeo`, containerd's `ctr`, python-tuf and the `marketplace` CLI as clients. Here: images in a bucket
 //! pulled back streamed and redirected, `mirror verify`/`gc` on the bucket, and three
 //! replicas under load while one is killed and started again.
 
@@ -169,6 +169,19 @@ async fn images_mirror_into_a_bucket_and_pull_back_streamed_or_redirected() {
     assert_eq!(ranged.status(), 206, "the range travels with the redirect");
     assert_eq!(ranged.bytes().await.unwrap().as_ref(), &bytes[10..20]);
     assert_eq!(pull("redirected", &server.url), expected);
+    // containerd's own client follows it too: every blob of every platform.
+    let containerd = common::containerd::Containerd::start();
+    containerd.ctr(&[
+        "content",
+        "fetch",
+        "--plain-http",
+        "--all-platforms",
+        &format!(
+            "{}/{name}@{index_digest}",
+            server.url.trim_start_matches("http://")
+        ),
+    ]);
+    assert_eq!(containerd.content(), expected);
     drop(server);
 
     // `mirror verify` and `gc` on the bucket.

@@ -17,6 +17,7 @@ use tower::ServiceExt;
 pub mod backends;
 pub mod background;
 pub mod buf;
+pub mod containerd;
 pub mod garage;
 pub mod hostile;
 pub mod mirror;
