@@ -1,5 +1,7 @@
-//! Publishing under contention: the CLI signs again on fresh metadata after a 409, with
-//! backoff and jitter, until its deadline; other refusals are final.
+//! Publishing under contention: the CLI signs again on fresh metadata after a 409 (and
+//! after a balancer's 502 or 504 or the server's 503), with backoff and jitter, until
+//! its deadline; other refusals are final. A publish already in the role (run twice, or
+//! landed with its answer lost) is done, not refused.
 
 mod common;
 
@@ -225,4 +227,126 @@ async fn refusals_other_than_a_conflict_are_final() {
         );
         assert_eq!(uploads.load(Ordering::SeqCst), 1, "{status}: one upload");
     }
+}
+
+#[tokio::test]
+async fn an_unavailable_server_or_a_replica_gone_behind_a_balancer_is_retried() {
+    for status in [
+        StatusCode::BAD_GATEWAY,
+        StatusCode::SERVICE_UNAVAILABLE,
+        StatusCode::GATEWAY_TIMEOUT,
+    ] {
+        let (url, uploads) = stub(status).await;
+        let err = publish_to(&url, RetryPolicy::until(Duration::from_millis(800)))
+            .await
+            .unwrap_err();
+        let message = err.to_string();
+        assert!(
+            matches!(&err, UploadError::GaveUp { attempts, .. } if *attempts >= 2)
+                && message.contains("kept answering that it is unavailable"),
+            "{status}: {message}"
+        );
+        assert!(uploads.load(Ordering::SeqCst) >= 2, "{status}");
+    }
+}
+
+/// The named fake of this test: a balancer in front of the real server that forwards
+/// everything and loses the answer of the first publish (502 after the server took
+/// it), as when a replica dies between its commit and its answer. Nothing else makes a
+/// real server commit without answering on demand.
+async fn losing_balancer(upstream: String) -> (String, Arc<AtomicUsize>) {
+    use axum::extract::Request;
+    let lost = Arc::new(AtomicUsize::new(0));
+    let counter = lost.clone();
+    let http = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let (http, upstream, counter) = (http.clone(), upstream.clone(), counter.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let url = format!("{upstream}{}", parts.uri);
+            let mut forward = http.request(parts.method.clone(), url).body(body);
+            for (k, v) in &parts.headers {
+                if k != "host" && k != "content-length" {
+                    forward = forward.header(k, v);
+                }
+            }
+            let answer = forward.send().await.unwrap();
+            let status = answer.status();
+            let bytes = answer.bytes().await.unwrap();
+            if parts.method == "POST" && counter.fetch_add(1, Ordering::SeqCst) == 0 {
+                assert_eq!(status, StatusCode::CREATED, "the publish landed");
+                return (StatusCode::BAD_GATEWAY, "upstream went away").into_response();
+            }
+            (status, bytes).into_response()
+        }
+    });
+    use axum::response::IntoResponse;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, lost)
+}
+
+#[tokio::test]
+async fn a_publish_that_landed_with_its_answer_lost_or_run_twice_is_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, key, token, _) = setup(dir.path());
+    let server = Server::start(&data);
+    let key_file = dir.path().join("acme.pem");
+    key.save_new(&key_file).unwrap();
+    let def = definition("gateway", "edge", "1.0.0");
+    let file = dir.path().join("edge.yaml");
+    std::fs::write(&file, &def.bytes).unwrap();
+    let (balancer, posts) = losing_balancer(server.url.clone()).await;
+    let publish = |via: &str| {
+        let (file, key_file, token, via) = (
+            file.clone(),
+            key_file.clone(),
+            token.clone(),
+            via.to_owned(),
+        );
+        tokio::task::spawn_blocking(move || {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_marketplace"))
+                .arg("publish")
+                .arg(&file)
+                .args(["--server", &via, "--token", &token, "--key"])
+                .arg(&key_file)
+                .output()
+                .unwrap();
+            (out.status.success(), common::output_text(&out))
+        })
+    };
+    let c = Client::new(&server.url);
+    let before = c.role("acme").await.map_or(0, |r| r.signed.version.get());
+
+    // The 502 is retried; the role already lists the definition exactly: done.
+    let (ok, out) = publish(&balancer).await.unwrap();
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!("already published acme/edge 1.0.0 ({})", def.hash)),
+        "{out}"
+    );
+    assert_eq!(
+        posts.load(Ordering::SeqCst),
+        1,
+        "one upload, whose answer was lost"
+    );
+    let role = c.role("acme").await.unwrap();
+    assert_eq!(role.signed.version.get(), before + 1, "one role version");
+    // The same file again, straight to the server: nothing signed, nothing uploaded.
+    let (ok, out) = publish(&server.url).await.unwrap();
+    assert!(
+        ok && out.contains("already published acme/edge 1.0.0"),
+        "{out}"
+    );
+    assert_eq!(
+        c.role("acme").await.unwrap().signed.version.get(),
+        before + 1
+    );
+    // Other bytes under the same version are still refused by the server.
+    let other = definition("storage", "edge", "1.0.0");
+    std::fs::write(&file, &other.bytes).unwrap();
+    let (ok, out) = publish(&server.url).await.unwrap();
+    assert!(!ok && out.contains("immutable"), "{out}");
 }

@@ -274,6 +274,20 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
         )
         .await?;
     report_retries(&done);
+    if done.answer["unchanged"] == true {
+        // Re-running a publish (a pipeline retried, or an attempt whose answer was
+        // lost) is not an error: what was asked for holds.
+        for def in &defs {
+            println!(
+                "already published {}/{} {} ({}): nothing to do",
+                client.publisher(),
+                def.name(),
+                def.version_text(),
+                def.hash
+            );
+        }
+        return Ok(());
+    }
     for def in &defs {
         println!(
             "published {}/{} {} ({}) as role version {}{}",

@@ -2,8 +2,9 @@
 //! catalog pages and searches, `/tuf/` refreshes, `/v2/` blob pulls, and two
 //! publishers publishing through the CLI. One replica is SIGKILLed at 10 s, while it
 //! holds mirror jobs, and started again at 20 s. Nothing may fail at the balancer,
-//! every publish lands, no timestamp version is ever served with two contents, the
-//! killed replica's jobs finish on another, python-tuf downloads every target of the
+//! every publish lands, no timestamp version is ever served with two contents, one
+//! replica at a time holds the re-signing lease, the killed replica's jobs finish on
+//! another, python-tuf downloads every target of the
 //! final index, and `mirror verify` finds the bucket whole.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -317,6 +318,17 @@ async fn three_replicas_lose_nothing_when_one_is_killed_under_load() {
 
     // SIGKILL replica 0 at 10 s: what it was mirroring then is left to the others.
     tokio::time::sleep_until((started + KILL_AT).into()).await;
+    // Until then exactly one replica took the re-signing lease (each tried at start).
+    let takers: Vec<_> = replicas
+        .iter()
+        .filter(|r| {
+            std::fs::read_to_string(&r.log)
+                .unwrap()
+                .contains("re-signing lease taken")
+        })
+        .map(|r| r.addr)
+        .collect();
+    assert_eq!(takers.len(), 1, "replicas re-signing: {takers:?}");
     let victim = replicas.remove(0);
     let victim_addr = victim.addr;
     let victim_log = victim.log.clone();

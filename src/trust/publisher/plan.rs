@@ -183,6 +183,10 @@ pub enum Plan {
     /// These bins are needed first (fetch them, [`Current::add_bin`], plan again).
     Fetch(Vec<String>),
     Ready(Upload),
+    /// A publish whose every definition the role already lists exactly as it would add
+    /// it (the same file published again, or an earlier attempt that landed although
+    /// its answer was lost): nothing to sign.
+    AlreadyPublished,
 }
 
 /// Publisher side: the signed roles that apply `change` to `current`. A flat role past
@@ -237,6 +241,9 @@ impl Planner<'_> {
             .as_ref()
             .map(|t| t.signed.targets.clone())
             .unwrap_or_default();
+        if self.already_published(&map)? {
+            return Ok(Plan::AlreadyPublished);
+        }
         self.apply(&mut map)?;
         if map.len() > self.limits.flat_max {
             return self.rebin(map, 1).await;
@@ -276,6 +283,9 @@ impl Planner<'_> {
             return Ok(Plan::Fetch(need));
         }
         let mut map = bins::union(&self.current.bins, &names);
+        if self.already_published(&map)? {
+            return Ok(Plan::AlreadyPublished);
+        }
         self.apply(&mut map)?;
         let mut per_bin: BTreeMap<String, TargetMap> = names
             .iter()
@@ -341,6 +351,9 @@ impl Planner<'_> {
             return Ok(Plan::Fetch(need));
         }
         let mut map = bins::union(&self.current.bins, &all);
+        if self.already_published(&map)? {
+            return Ok(Plan::AlreadyPublished);
+        }
         self.apply(&mut map)?;
         self.rebin(map, min_len).await
     }
@@ -356,6 +369,22 @@ impl Planner<'_> {
 
     fn apply(&self, map: &mut TargetMap) -> Result<(), TrustError> {
         apply(self.signing.publisher, map, self.change)
+    }
+
+    /// Whether this change is a publish whose every definition `map` (the targets of
+    /// the roles it touches) already lists exactly as the publish would add it.
+    fn already_published(&self, map: &TargetMap) -> Result<bool, TrustError> {
+        let Change::Add(defs) = self.change else {
+            return Ok(false);
+        };
+        for (def, yanked) in defs {
+            let name = TargetName::new(target_name(self.signing.publisher, def))
+                .map_err(|e| TrustError::Sign(e.to_string()))?;
+            if map.get(&name) != Some(&target(def, *yanked)) {
+                return Ok(false);
+            }
+        }
+        Ok(!defs.is_empty())
     }
 
     /// Every target spread over bins of at least `min_len` hex digits (more while a bin

@@ -302,7 +302,20 @@ impl PublisherClient {
         limits: Limits,
         extra: &serde_json::Value,
     ) -> Result<Uploaded, UploadError> {
-        let upload = self.sign(trusted, change, keys, lifetime, limits).await?;
+        let Some(upload) = self.sign(trusted, change, keys, lifetime, limits).await? else {
+            // The role lists every definition exactly so already: answered as the
+            // server would, with `unchanged` and no role versions.
+            return Ok(Uploaded {
+                answer: serde_json::json!({
+                    "publisher": self.publisher,
+                    "unchanged": true,
+                }),
+                targets: 0,
+                bins: 0,
+                attempts: 1,
+                elapsed: Duration::ZERO,
+            });
+        };
         let mut body = extra.clone();
         if let Some(top) = &upload.top {
             body["role"] = text(top).into();
@@ -342,7 +355,7 @@ impl PublisherClient {
         keys: &[&SigningKey],
         lifetime: Duration,
         limits: Limits,
-    ) -> Result<Upload, UploadError> {
+    ) -> Result<Option<Upload>, UploadError> {
         let mut current = self.current(trusted).await?;
         if current.top.is_none() && !matches!(change, Change::Add(_)) {
             return Err(UploadError::NothingPublished(self.publisher.clone()));
@@ -360,7 +373,8 @@ impl PublisherClient {
             )
             .await?
             {
-                Plan::Ready(upload) => return Ok(upload),
+                Plan::Ready(upload) => return Ok(Some(upload)),
+                Plan::AlreadyPublished => return Ok(None),
                 Plan::Fetch(names) => {
                     for name in names {
                         let bin = self.role(Some(&name)).await?.ok_or_else(|| {

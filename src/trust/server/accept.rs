@@ -446,6 +446,8 @@ pub async fn maintain_builtins(
             ))
             .into());
         }
+        // `missing` holds only built-ins the role lacks.
+        Plan::AlreadyPublished => return Ok(BuiltinUpdate::default()),
     };
     let who = publisher_keys(store, BUILTIN_PUBLISHER).await?;
     let (_, verified) = verify_upload(store, &state, &who, &upload, now, &signer.lifetimes)

@@ -101,6 +101,7 @@ impl Repo {
                         bins: u.bins,
                     };
                 }
+                Plan::AlreadyPublished => panic!("nothing to upload"),
             }
         }
     }
