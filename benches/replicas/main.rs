@@ -11,8 +11,9 @@
 //!    replica's peak memory (`VmHWM`) after mirroring and streaming: **≤ 128 MiB**.
 //! 2. **Throughput, 3 replicas vs 1**, both behind nginx: `BENCH_REQUESTS` (default
 //!    20,000) closed-loop requests on 16 connections for `/tuf/metadata/timestamp.json`
-//!    and for the catalog page `/`. Reported as req/s and the ratio 3 / 1 (on 2 cores no
-//!    gain is expected; the point is no loss).
+//!    and for the catalog page `/`, also with the one replica alone behind nginx while
+//!    two more run idle. Reported as req/s and the ratio 3 / 1 (on 2 cores no gain is
+//!    expected; the point is no loss).
 //! 3. **A write on one replica, seen on another**: `BENCH_WRITES` (default 50) publishes
 //!    through replica A (the code `marketplace publish` runs); after each 201, replica B
 //!    is asked until its `timestamp.json` lists the new snapshot and its JSON API has the
@@ -262,17 +263,28 @@ async fn run() -> Result<bool, BoxError> {
     drop(one);
     let b = replica(2, &[])?;
     let c = replica(3, &[])?;
+    // The same single replica while two more run idle: what the extra processes cost
+    // apart from spreading the requests.
+    let one_of_three = balancer::Nginx::start(&[addr(&a.base)?]);
+    let tuf_idle = load(
+        &one_of_three.url(),
+        "/tuf/metadata/timestamp.json",
+        requests,
+    )
+    .await?;
+    let page_idle = load(&one_of_three.url(), "/", requests).await?;
+    drop(one_of_three);
     let three = balancer::Nginx::start(&[addr(&a.base)?, addr(&b.base)?, addr(&c.base)?]);
     let tuf_three = load(&three.url(), "/tuf/metadata/timestamp.json", requests).await?;
     let page_three = load(&three.url(), "/", requests).await?;
     drop(three);
     println!("\nthroughput behind nginx, {requests} requests on 16 connections, req/s:");
     println!(
-        "  /tuf/metadata/timestamp.json: 1 replica {tuf_one:.0}, 3 replicas {tuf_three:.0} ({:.2}x)",
+        "  /tuf/metadata/timestamp.json: 1 replica {tuf_one:.0}, 1 of 3 running {tuf_idle:.0}, 3 replicas {tuf_three:.0} ({:.2}x)",
         tuf_three / tuf_one
     );
     println!(
-        "  catalog page /:               1 replica {page_one:.0}, 3 replicas {page_three:.0} ({:.2}x)",
+        "  catalog page /:               1 replica {page_one:.0}, 1 of 3 running {page_idle:.0}, 3 replicas {page_three:.0} ({:.2}x)",
         page_three / page_one
     );
 

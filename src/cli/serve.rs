@@ -287,9 +287,9 @@ async fn open_registry(
 /// here, where they are handled, and retried on the next tick.
 ///
 /// Of several servers on one database only the holder of the [`SIGNING_LEASE`] does
-/// this, so replicas do not race to re-sign the same roles. (A race would be safe, not
-/// wasteful only: the database refuses a second file under a version that exists, and
-/// the loser's re-sign is dropped.)
+/// this, so replicas do not race to re-sign the same roles. (A race would be wasteful,
+/// not unsafe: the database refuses a second file under a version that exists, and the
+/// loser's re-sign is dropped.)
 async fn keep_index_fresh(store: Store, signer: std::sync::Arc<Signer>, holder: String) {
     let mut tick = tokio::time::interval(REFRESH_EVERY);
     let mut warned = crate::trust::expiry::Warnings::default();
