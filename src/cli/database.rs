@@ -43,6 +43,15 @@ impl DatabaseArgs {
         Ok(self.database.clone().unwrap_or(Database::Sqlite(file)))
     }
 
+    /// The database these arguments name, as logs show it (no password); nothing is
+    /// created.
+    pub(super) fn shown(&self, data_dir: &Path) -> String {
+        match &self.database {
+            Some(db) => db.to_string(),
+            None => Database::Sqlite(data_dir.join(server::DATABASE_FILE)).to_string(),
+        }
+    }
+
     /// Opens the store, creating an empty database when there is none.
     pub(super) async fn open(&self, data_dir: &Path) -> anyhow::Result<Store> {
         let db = self.database(data_dir)?;

@@ -183,7 +183,7 @@ async fn init(a: InitArgs) -> anyhow::Result<()> {
     let keys_dir = a.keys.dir(&a.data_dir);
     let report = repo::init(&store, &keys_dir, params, now).await?;
     store.close().await;
-    println!("signed index created in {}", a.data_dir.display());
+    println!("signed index created in {}", a.database.shown(&a.data_dir));
     for id in &report.root_key_ids {
         println!("  root key      {id}  (offline: not stored)");
     }
