@@ -233,10 +233,6 @@ impl S3BlobStore {
         }
     }
 
-    pub fn location(&self) -> &S3Location {
-        &self.location
-    }
-
     fn path(&self, digest: &Digest) -> ObjectPath {
         self.blobs.clone().join(digest.hex())
     }
@@ -267,13 +263,7 @@ impl BlobStore for S3BlobStore {
 
     fn stat(&self, digest: &Digest) -> BoxFuture<'_, Result<Option<u64>, BlobError>> {
         let path = self.path(digest);
-        Box::pin(async move {
-            match self.store.head(&path).await {
-                Ok(meta) => Ok(Some(meta.size)),
-                Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(storage("reading", e)),
-            }
-        })
+        Box::pin(async move { self.stat_path(&path).await })
     }
 
     fn open(
@@ -290,13 +280,23 @@ impl BlobStore for S3BlobStore {
                 end: r.end,
                 size,
             };
+            // S3 refuses an empty range: an empty part needs only the blob's size.
+            if let Some(r) = range.clone().filter(|r| r.start >= r.end) {
+                let Some(size) = self.stat_path(&path).await? else {
+                    return Ok(None);
+                };
+                if r.start > r.end || r.end > size {
+                    return Err(bad_range(&r, size));
+                }
+                let body = Box::pin(futures_util::stream::empty());
+                return Ok(Some(Blob {
+                    size,
+                    range: r,
+                    body,
+                }));
+            }
             let options = GetOptions {
-                // S3 refuses an empty range; an empty part of a blob needs no request
-                // body, but its size still has to be known.
-                range: range
-                    .clone()
-                    .filter(|r| r.start < r.end)
-                    .map(GetRange::Bounded),
+                range: range.clone().map(GetRange::Bounded),
                 ..GetOptions::default()
             };
             let got = match self.store.get_opts(&path, options).await {
@@ -308,15 +308,7 @@ impl BlobStore for S3BlobStore {
             let range = match range {
                 None => 0..size,
                 // S3 shortens a range past the end; the store's contract refuses it.
-                Some(r) if r.start > r.end || r.end > size => return Err(bad_range(&r, size)),
-                Some(r) if r.start == r.end => {
-                    return Ok(Some(Blob {
-                        size,
-                        range: r,
-                        body: Box::pin(futures_util::stream::empty()),
-                    }));
-                }
-                Some(r) if got.range != r => return Err(bad_range(&r, size)),
+                Some(r) if r.end > size || got.range != r => return Err(bad_range(&r, size)),
                 Some(r) => r,
             };
             let body = got.into_stream().map_err(std::io::Error::other).boxed();

@@ -100,6 +100,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    if args.blob_redirect && !args.blobs.is_s3() {
+        anyhow::bail!(
+            "--blob-redirect needs an s3:// --blob-store (files on disk have no URL to redirect to)"
+        );
+    }
     // Before anything is opened: a bad file stops the start with its error.
     let curation = match &args.curation {
         Some(path) => {
@@ -238,11 +243,6 @@ async fn open_registry(
     crate::registry::Registry,
     Option<std::sync::Arc<crate::mirror::Mirror>>,
 )> {
-    if args.blob_redirect && !args.blobs.is_s3() {
-        anyhow::bail!(
-            "--blob-redirect needs an s3:// --blob-store (files on disk have no URL to redirect to)"
-        );
-    }
     let blobs = args.blobs.open(&args.data_dir).await?;
     let (files, bytes) = super::mirror::remove_abandoned_writes(&*blobs).await?;
     if files > 0 {
