@@ -17,9 +17,11 @@ fn main() {
 /// cargo), and connectrpc-build turns the descriptors into message types and service
 /// traits.
 fn compile_protos() {
-    const FILES: [&str; 4] = [
+    const FILES: [&str; 6] = [
         "organization/v1/plugin.proto",
         "catalog/v1/catalog.proto",
+        "registry/v1/publication.proto",
+        "admin/v1/review.proto",
         "marketplace/v1/marketplace.proto",
         "google/rpc/error_details.proto",
     ];

@@ -21,6 +21,17 @@ pub fn human_duration(secs: i64) -> String {
     format!("{sign}{n} {unit}{plural}")
 }
 
+/// A Unix time as RFC 3339 in UTC (`2026-11-27T10:00:00Z`), for people and logs.
+pub fn rfc3339(secs: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(secs)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| secs.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -38,6 +38,11 @@ pub fn publisher(name: &str) -> String {
     derive("publisher", &[name])
 }
 
+/// A reviewer (`marketplace reviewer add NAME`): the user id reviews are recorded under.
+pub fn reviewer(name: &str) -> String {
+    derive("reviewer", &[name])
+}
+
 pub fn category(name: &str) -> String {
     derive("category", &[name])
 }

@@ -18,6 +18,7 @@ pub mod mirror;
 pub mod proto;
 pub mod ratelimit;
 pub mod registry;
+pub mod review;
 pub mod server;
 pub mod store;
 pub mod sync;

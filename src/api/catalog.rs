@@ -34,6 +34,10 @@ pub fn router() -> axum::Router<AppState> {
         .route(
             "/api/v1/plugins/{publisher}/{name}/versions/{version}/definition",
             get(raw_definition),
+        )
+        .route(
+            "/api/v1/plugins/{publisher}/{name}/versions/{version}/changes",
+            get(changes),
         );
     LIMITS.apply(routes, HttpError::into_response)
 }
@@ -97,6 +101,59 @@ async fn detail(
     Path((publisher, name)): Path<(String, String)>,
 ) -> Result<Json<PluginDetail>, HttpError> {
     Ok(Json(plugin_detail(&state.store, &publisher, &name).await?))
+}
+
+/// What `changes` answers: the comparison's fields, and `lines`, one sentence each.
+pub(super) fn changes_json(c: Option<&crate::catalog::changes::Changes>) -> serde_json::Value {
+    match c {
+        None => serde_json::Value::Null,
+        Some(c) => {
+            let mut v = serde_json::to_value(c).unwrap_or_default();
+            v["asks_for_more"] = c.asks_for_more().into();
+            v["lines"] = c.lines().into();
+            v
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChangesQuery {
+    from: String,
+}
+
+/// What upgrading to `version` from `from` (both published versions of the plugin,
+/// yanked or not) asks for that `from` did not.
+async fn changes(
+    State(state): State<AppState>,
+    Path((publisher, name, version)): Path<(String, String, String)>,
+    query: Result<axum::extract::Query<ChangesQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<serde_json::Value>, HttpError> {
+    let axum::extract::Query(q) = query.map_err(|e| {
+        HttpError::bad_parameter(format!(
+            "query parameter `from` (the version installed) is required: {}",
+            e.body_text()
+        ))
+    })?;
+    let plugin = state
+        .store
+        .plugin(&publisher, &name)
+        .await?
+        .ok_or_else(|| CatalogError::NotFound(format!("plugin {publisher}/{name}")))?;
+    let mut found = Vec::with_capacity(2);
+    for v in [q.from, version] {
+        let (_, d) = state
+            .store
+            .definition(plugin.id, &v)
+            .await?
+            .ok_or_else(|| {
+                CatalogError::NotFound(format!("version {v} of plugin {publisher}/{name}"))
+            })?;
+        found.push(d);
+    }
+    let (old, new) = (&found[0], &found[1]);
+    let changes = crate::catalog::changes::between(old, new);
+    Ok(Json(changes_json(Some(&changes))))
 }
 
 #[derive(Serialize)]

@@ -72,6 +72,17 @@ pub enum ErrorCode {
     SizeInvalid,
     /// An operation this server does not offer (the registry is read-only).
     Unsupported,
+    // Publishing with review.
+    /// A field of a Connect request breaks a rule; the message names the field.
+    InvalidArgument,
+    /// What the request would create exists already.
+    AlreadyExists,
+    /// A version's review status does not allow the action.
+    WrongStatus,
+    /// With review required: a new target whose exact bytes are not approved.
+    NotApproved,
+    /// Something this marketplace does not offer yet.
+    Unimplemented,
 }
 
 impl ErrorCode {
@@ -109,6 +120,11 @@ impl ErrorCode {
             ErrorCode::DigestInvalid => "digest_invalid",
             ErrorCode::SizeInvalid => "size_invalid",
             ErrorCode::Unsupported => "unsupported",
+            ErrorCode::InvalidArgument => "invalid_argument",
+            ErrorCode::AlreadyExists => "already_exists",
+            ErrorCode::WrongStatus => "wrong_status",
+            ErrorCode::NotApproved => "not_approved",
+            ErrorCode::Unimplemented => "unimplemented",
         }
     }
 }
@@ -245,8 +261,42 @@ impl From<StoreError> for HttpError {
             | StoreError::VersionExists { .. }
             | StoreError::PublisherExists(_)
             | StoreError::NoSuchPublisher(_)
+            | StoreError::ReviewerExists(_)
             | StoreError::MetadataExists { .. }
             | StoreError::Corrupt(..) => HttpError::internal("store failure", &e),
+        }
+    }
+}
+
+impl From<crate::review::ReviewError> for HttpError {
+    fn from(e: crate::review::ReviewError) -> Self {
+        use crate::review::ReviewError as R;
+        let message = e.to_string();
+        match e {
+            R::Store(e) => e.into(),
+            R::Invalid { .. } => {
+                HttpError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidArgument, message)
+            }
+            R::Definition(invalid) => {
+                HttpError::unprocessable(ErrorCode::InvalidDefinition, message)
+                    .with_details(serde_json::json!({ "problems": invalid.problems }))
+            }
+            R::NotFound(_) => HttpError::not_found(message),
+            R::AlreadyExists(_) => {
+                HttpError::new(StatusCode::CONFLICT, ErrorCode::AlreadyExists, message)
+            }
+            R::WrongStatus { .. } => {
+                HttpError::new(StatusCode::CONFLICT, ErrorCode::WrongStatus, message)
+            }
+            R::Published(_) => {
+                HttpError::new(StatusCode::CONFLICT, ErrorCode::VersionExists, message)
+            }
+            R::NotApproved(_) => HttpError::unprocessable(ErrorCode::NotApproved, message),
+            R::Unimplemented(_) => HttpError::new(
+                StatusCode::NOT_IMPLEMENTED,
+                ErrorCode::Unimplemented,
+                message,
+            ),
         }
     }
 }

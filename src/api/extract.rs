@@ -35,16 +35,29 @@ impl FromRequestParts<AppState> for ClientAddr {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let forwarded = state
-            .trust_forwarded_for
-            .then(|| rightmost_forwarded_for(&parts.headers))
-            .flatten();
-        let peer = parts
-            .extensions
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(addr)| addr.ip());
-        Ok(ClientAddr(forwarded.or(peer)))
+        Ok(ClientAddr(client_addr(
+            state.trust_forwarded_for,
+            &parts.headers,
+            &parts.extensions,
+        )))
     }
+}
+
+/// The client's address: the rightmost `X-Forwarded-For` entry when
+/// `trust_forwarded_for`, else the peer's (for surfaces that see a request's parts
+/// without axum's extractors, such as Connect services).
+pub fn client_addr(
+    trust_forwarded_for: bool,
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> Option<IpAddr> {
+    let forwarded = trust_forwarded_for
+        .then(|| rightmost_forwarded_for(headers))
+        .flatten();
+    let peer = extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|ConnectInfo(addr)| addr.ip());
+    forwarded.or(peer)
 }
 
 /// The last entry of the last `X-Forwarded-For` header, as an address (a port, as

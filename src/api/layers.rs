@@ -23,7 +23,10 @@ use super::error::{ErrorCode, HttpError};
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 /// Total size of the request line and all request headers.
 pub const MAX_HEADER_BYTES: usize = 16 * 1024;
-const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// No scripts at all. Images may come from any https origin: a publisher's listing
+/// names its artwork by URL (validated as http(s) when written), and pages show it
+/// over a fallback when it does not load.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; img-src 'self' https:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// How an error produced by a layer is drawn on a surface.
 pub type Render = fn(HttpError) -> Response;

@@ -18,6 +18,7 @@
 //! domain modules (`catalog`, `store`, `trust`, `sync`, `web` for view models); none of
 //! them calls back, and none of them depends on axum.
 
+pub mod auth;
 pub mod catalog;
 pub mod connect;
 pub mod error;
@@ -27,6 +28,7 @@ pub mod ops;
 pub mod pages;
 pub mod publishing;
 pub mod registry;
+pub mod review;
 pub mod tuf;
 pub mod worker;
 
@@ -67,6 +69,10 @@ pub struct AppState {
     /// Categories, featured plugins and labels of `catalog.v1.CatalogService`, loaded
     /// at start (`serve --curation`); the compiled-in default otherwise.
     pub curation: Arc<Curation>,
+    /// Whether a new target needs an approved review (`serve --review`).
+    pub review: crate::review::ReviewMode,
+    /// Publishers' listings, kept per catalog generation for the catalog surfaces.
+    pub listings: Arc<crate::catalog::Listings>,
 }
 
 impl AppState {
@@ -83,6 +89,8 @@ impl AppState {
             registry: None,
             pull_tokens: None,
             curation: Curation::builtin(),
+            review: crate::review::ReviewMode::Off,
+            listings: Default::default(),
         }
     }
 }
@@ -115,8 +123,11 @@ pub fn app(state: AppState) -> Router {
         .merge(ops::router())
         .merge(tuf::router())
         .merge(publishing::router())
+        .merge(review::router())
         .merge(registry::router())
         .merge(connect::catalog::router(&state))
+        .merge(connect::publication::router(&state))
+        .merge(connect::review::router(&state))
         .merge(pages::fallback());
     layers::with_layers(routes).with_state(state)
 }

@@ -94,7 +94,11 @@ async fn catalog_page(
     let params = parse_params(raw.as_deref())?;
     let query = params.to_query()?;
     let (page, facets) = state.store.list_plugins_with_facets(&query).await?;
-    html(&CatalogPage::new(&params, &query, page, &facets))
+    let listings = state.listings.current(&state.store).await?;
+    html(&crate::web::decorate(
+        CatalogPage::new(&params, &query, page, &facets),
+        &listings,
+    ))
 }
 
 async fn plugin_page(

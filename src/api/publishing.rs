@@ -7,6 +7,8 @@
 //! - `POST /api/v1/publishers/P/role` — the same targets re-signed (renewal, new keys);
 //! - `GET /api/v1/publishers/me` — which publisher a bearer token belongs to, the role
 //!   lifetimes the server accepts and when its roles expire;
+//! - `GET /api/v1/publishers/P/approved` — P's versions a reviewer approved that are not
+//!   in the signed index yet, with their bytes (`marketplace publish --approved`);
 //! - `GET /api/v1/publishers` — every publisher (no token): suspended or not, its
 //!   roles' expiry.
 //!
@@ -20,8 +22,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 use super::AppState;
+use super::auth::{Role, authenticate};
 use super::error::{ErrorCode, HttpError};
-use super::extract::{ClientAddr, bearer};
+use super::extract::ClientAddr;
 use super::layers::Limits;
 use super::tuf::{not_initialized, serve_metadata};
 use crate::trust::server::accept::{self, RoleUpdate};
@@ -48,7 +51,8 @@ pub fn router() -> axum::Router<AppState> {
             get(current_role).post(resign),
         )
         .route("/api/v1/publishers/{publisher}/definitions", post(publish))
-        .route("/api/v1/publishers/{publisher}/yank", post(yank));
+        .route("/api/v1/publishers/{publisher}/yank", post(yank))
+        .route("/api/v1/publishers/{publisher}/approved", get(approved));
     LIMITS.apply(routes, HttpError::into_response)
 }
 
@@ -177,6 +181,9 @@ async fn publish(
             ));
         }
     };
+    if state.review == crate::review::ReviewMode::Required {
+        crate::review::check_approved(&state.store, &publisher, &definitions).await?;
+    }
     let signer = state.signer.as_ref().ok_or_else(not_initialized)?;
     let _guard = signer.lock.lock().await;
     let published = accept::accept(
@@ -218,7 +225,7 @@ async fn authorize(
     headers: &HeaderMap,
     publisher: &str,
 ) -> Result<(), HttpError> {
-    let owner = authenticate(state, client, headers, Some(publisher)).await?;
+    let owner = authenticate(state, client.0, headers, Role::Publisher, Some(publisher)).await?;
     if owner != publisher {
         return Err(HttpError::new(
             StatusCode::FORBIDDEN,
@@ -227,40 +234,6 @@ async fn authorize(
         ));
     }
     Ok(())
-}
-
-/// The publisher whose active token the request carries, under the limits on failed
-/// authentication (`ratelimit`): a client over its budget is refused before its token
-/// is looked at, and only failures (no token, a malformed header, an unknown or
-/// revoked token) spend budget. `publisher` is the one the route names, if any.
-async fn authenticate(
-    state: &AppState,
-    ClientAddr(client): ClientAddr,
-    headers: &HeaderMap,
-    publisher: Option<&str>,
-) -> Result<String, HttpError> {
-    let limits = &state.auth_limits;
-    limits
-        .check(client, publisher, std::time::Instant::now())
-        .map_err(HttpError::from)?;
-    let owner = match bearer(headers) {
-        Ok(token) => {
-            state
-                .store
-                .publisher_for_token(&crate::trust::server::publishers::token_hash(token))
-                .await?
-        }
-        Err(e) => {
-            super::auth_failed(state, client, publisher);
-            return Err(e);
-        }
-    };
-    let Some(owner) = owner else {
-        super::auth_failed(state, client, publisher);
-        return Err(HttpError::unauthorized("the token is unknown or revoked"));
-    };
-    limits.succeeded(client, &owner, std::time::Instant::now());
-    Ok(owner)
 }
 
 /// A yank or re-sign: the publisher's signed role, checked and stored with new
@@ -324,13 +297,40 @@ async fn resign(
     role_update(state, publisher, client, headers, body, RoleUpdate::Resign).await
 }
 
+/// The publisher's approved versions not in the signed index yet, with their exact
+/// bytes, for the publisher to sign.
+async fn approved(
+    State(state): State<AppState>,
+    Path(publisher): Path<String>,
+    client: ClientAddr,
+    headers: HeaderMap,
+) -> Result<axum::Json<serde_json::Value>, HttpError> {
+    authorize(&state, client, &headers, &publisher).await?;
+    let items: Vec<serde_json::Value> =
+        crate::review::approved_unpublished(&state.store, &publisher)
+            .await?
+            .into_iter()
+            .map(|(row, bytes)| {
+                serde_json::json!({
+                    "id": row.id,
+                    "name": row.name,
+                    "version": row.version,
+                    "definition_hash": row.hash,
+                    // Definitions are UTF-8 (checked when uploaded).
+                    "definition": String::from_utf8_lossy(&bytes),
+                })
+            })
+            .collect();
+    Ok(axum::Json(serde_json::json!({ "items": items })))
+}
+
 /// The publisher a bearer token belongs to, so tools need only the token.
 async fn whoami(
     State(state): State<AppState>,
     client: ClientAddr,
     headers: HeaderMap,
 ) -> Result<axum::Json<serde_json::Value>, HttpError> {
-    let publisher = authenticate(&state, client, &headers, None).await?;
+    let publisher = authenticate(&state, client.0, &headers, Role::Publisher, None).await?;
     let lifetimes = state
         .signer
         .as_ref()

@@ -123,7 +123,12 @@ fn oci_code(code: ErrorCode) -> Option<&'static str> {
         | C::VersionExists
         | C::TooMany
         | C::NotInstallable
-        | C::Ambiguous => "UNSUPPORTED",
+        | C::Ambiguous
+        | C::InvalidArgument
+        | C::AlreadyExists
+        | C::WrongStatus
+        | C::NotApproved
+        | C::Unimplemented => "UNSUPPORTED",
         C::NotInitialized | C::Timeout | C::Unavailable | C::Internal => return None,
     })
 }

@@ -294,10 +294,25 @@ async fn upgrades(
     let from = version_param("from", &q.from)?;
     let view = worker.view(&org).await?;
     let p = find(&view, &name)?;
+    let upgrades = p.upgrades(&from);
+    // Each upgrade with what it asks for that the installed version did not, so an
+    // administrator consents to exactly the difference.
+    let changes = worker
+        .upgrade_changes(&view.org, p, &from, &upgrades)
+        .await?;
+    let upgrades: Vec<serde_json::Value> = upgrades
+        .iter()
+        .zip(changes)
+        .map(|(offer, changes)| {
+            let mut v = serde_json::to_value(offer).unwrap_or_default();
+            v["changes"] = super::catalog::changes_json(changes.as_ref());
+            v
+        })
+        .collect();
     Ok(Json(json!({
         "name": p.name,
         "from": from.to_string(),
-        "upgrades": p.upgrades(&from),
+        "upgrades": upgrades,
     }))
     .into_response())
 }

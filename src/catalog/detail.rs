@@ -129,6 +129,14 @@ pub struct PluginDetail {
     pub cluster_capabilities: Vec<String>,
     /// The latest definition's fields, as JSON, for machines.
     pub manifest: serde_json::Value,
+    /// The publisher's listing, where it wrote one: shown instead of the definition's
+    /// names, texts and links where it sets them.
+    pub listing: Option<super::ListingView>,
+    /// What the latest version asks for that the release before it (the newest lower
+    /// version not yanked) did not; `None` for a plugin's only version. The JSON API
+    /// answers this for any two versions (`…/versions/{v}/changes?from=`).
+    #[serde(skip)]
+    pub since_previous: Option<super::changes::Changes>,
 }
 
 impl PluginDetail {
@@ -184,7 +192,24 @@ pub async fn plugin_detail(
     };
     let rules: Vec<&PolicyRule> = spec.permissions.rbac.iter().map(|r| &r.value).collect();
 
+    let previous = versions
+        .iter()
+        .find(|v| !v.yanked && v.version_parsed < latest.version_parsed);
+    let since_previous = match previous {
+        Some(v) => store
+            .definition(plugin.id, &v.version)
+            .await?
+            .map(|(_, old)| super::changes::between(&old, &definition)),
+        None => None,
+    };
+    let listing = store
+        .listing(&crate::ids::plugin(publisher, name))
+        .await?
+        .as_ref()
+        .map(super::ListingView::from);
     Ok(PluginDetail {
+        listing,
+        since_previous,
         namespace: install_namespace(name),
         access: rbac::summarize(&rules),
         dependencies: resolve(&extras.dependencies),

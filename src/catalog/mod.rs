@@ -3,8 +3,10 @@
 //! contract shows them. Services here call the store; the store never calls back.
 
 pub mod builtin;
+pub mod changes;
 pub mod curation;
 mod detail;
+pub mod listing;
 mod params;
 pub mod public;
 pub mod rbac;
@@ -13,6 +15,7 @@ pub use curation::{Curation, CurationError};
 pub use detail::{
     Link, MajorGroup, MirrorInfo, PluginDetail, PluginRefView, VersionInfo, plugin_detail,
 };
+pub use listing::{ListingView, Listings};
 pub use params::{CatalogParams, MAX_PER_PAGE, search_terms};
 
 use crate::store::StoreError;

@@ -9,6 +9,8 @@ mod publish;
 mod publisher;
 mod repo;
 mod resign;
+mod review;
+mod reviewer;
 mod serve;
 mod storage;
 mod sync;
@@ -44,6 +46,14 @@ enum Command {
     Publisher(publisher::PublisherArgs),
     /// Sign a definition with the publisher's key and publish it to a marketplace.
     Publish(publish::PublishArgs),
+    /// Send a definition for review (creating its listing if needed): the version is
+    /// uploaded as a draft and submitted; once approved, `publish --approved` signs it.
+    Submit(review::SubmitArgs),
+    /// Review submitted versions: list, show (with what an upgrade asks for), approve,
+    /// request changes, reject. Needs a reviewer's token.
+    Review(review::ReviewArgs),
+    /// Manage the marketplace's reviewers (on the server's database).
+    Reviewer(reviewer::ReviewerArgs),
     /// Yank a published version: it stays downloadable by hash but leaves listings and
     /// is never offered as an upgrade.
     Yank(yank::YankArgs),
@@ -71,6 +81,9 @@ pub fn run() -> ExitCode {
         Command::Repo(args) => report(repo::run(args)),
         Command::Publisher(args) => report(publisher::run(args)),
         Command::Publish(args) => report(publish::run(args)),
+        Command::Submit(args) => report(review::submit(args)),
+        Command::Review(args) => report(review::review(args)),
+        Command::Reviewer(args) => report(reviewer::run(args)),
         Command::Yank(args) => report(yank::run(args)),
         Command::Resign(args) => report(resign::run(args)),
         Command::Db(args) => report(db::run(args)),

@@ -16,8 +16,13 @@ use crate::trust::{PublicKey, SigningKey, bins};
 pub struct PublishArgs {
     /// The definition file(s) to publish; several are published as one role version
     /// (all or none).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "approved", conflicts_with = "approved")]
     files: Vec<PathBuf>,
+    /// Instead of files: every version of this publisher a reviewer approved that is
+    /// not in the signed index yet (the bytes the server holds, checked against their
+    /// approved hash), signed and published as one role version.
+    #[arg(long, conflicts_with = "image")]
+    approved: bool,
     /// A companion document (`kind: PluginExtras`: dependencies, suggested plugins,
     /// cluster capabilities), signed beside the definition its `plugin` names; repeat
     /// for several definitions.
@@ -232,11 +237,12 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
     if a.image.is_some() && a.files.len() != 1 {
         bail!("--image sets the image of one definition; give one file");
     }
-    let mut defs = Vec::new();
+    // Files are checked before the marketplace is contacted.
+    let mut from_files = Vec::new();
     let mut problems = Vec::new();
     for file in &a.files {
         match read_definition(file, a.image.as_deref())? {
-            Ok(def) => defs.push(def),
+            Ok(def) => from_files.push(def),
             Err(found) => problems.extend(found),
         }
     }
@@ -246,16 +252,36 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
             problems.join("\n")
         );
     }
-    let defs = attach_extras(defs, &a.extras)?;
+    let from_files = match a.approved {
+        true => from_files,
+        false => attach_extras(from_files, &a.extras)?,
+    };
+    let (keys, mut client) = a.publisher.connect().await?;
+    let (defs, names): (Vec<Definition>, Vec<String>) = if a.approved {
+        let defs = attach_extras(approved(&a.publisher, client.publisher()).await?, &a.extras)?;
+        if defs.is_empty() {
+            println!(
+                "no approved version of {} is waiting to be published: nothing to do",
+                client.publisher()
+            );
+            return Ok(());
+        }
+        let names = defs
+            .iter()
+            .map(|d| format!("{} {}", d.name(), d.version_text()))
+            .collect();
+        (defs, names)
+    } else {
+        let names = a.files.iter().map(|f| f.display().to_string()).collect();
+        (from_files, names)
+    };
     let texts = defs
         .iter()
-        .zip(&a.files)
-        .map(|(d, f)| {
-            String::from_utf8(d.bytes.clone())
-                .with_context(|| format!("{} is not UTF-8", f.display()))
+        .zip(&names)
+        .map(|(d, f): (&Definition, &String)| {
+            String::from_utf8(d.bytes.clone()).with_context(|| format!("{f} is not UTF-8"))
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let (keys, mut client) = a.publisher.connect().await?;
     let key_refs: Vec<&SigningKey> = keys.iter().collect();
     let adding: Vec<(&Definition, bool)> = defs.iter().map(|d| (d, false)).collect();
     let extra = match &texts[..] {
@@ -301,6 +327,56 @@ async fn publish(a: PublishArgs) -> anyhow::Result<()> {
     }
     warn_expiring(&mut client).await;
     Ok(())
+}
+
+/// The publisher's approved versions not in the signed index yet, as the server holds
+/// them; each must parse and hash to what was approved.
+async fn approved(options: &PublisherOptions, publisher: &str) -> anyhow::Result<Vec<Definition>> {
+    let url = format!(
+        "{}/api/v1/publishers/{publisher}/approved",
+        options.server.trim_end_matches('/')
+    );
+    let answer = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .context("building the HTTP client")?
+        .get(&url)
+        .bearer_auth(options.token.trim())
+        .send()
+        .await
+        .with_context(|| format!("fetching {url}"))?;
+    let status = answer.status();
+    let body: serde_json::Value = answer
+        .json()
+        .await
+        .with_context(|| format!("{url} answered {status} without JSON"))?;
+    if !status.is_success() {
+        bail!(
+            "{url}: {}",
+            body["error"]["message"].as_str().unwrap_or("refused")
+        );
+    }
+    let mut defs = Vec::new();
+    for item in body["items"].as_array().cloned().unwrap_or_default() {
+        let text = item["definition"].as_str().unwrap_or_default();
+        let def = Definition::parse(text.as_bytes()).map_err(|e| {
+            anyhow::anyhow!(
+                "the approved {} {} no longer parses: {e}",
+                item["name"],
+                item["version"]
+            )
+        })?;
+        if Some(def.hash.as_str()) != item["definition_hash"].as_str() {
+            bail!(
+                "the server sent bytes for {} {} that do not hash to the approved {}",
+                def.name(),
+                def.version_text(),
+                item["definition_hash"]
+            );
+        }
+        defs.push(def);
+    }
+    Ok(defs)
 }
 
 /// ", bins acme.3 v7" when the update re-signed bins; nothing for a flat role.

@@ -91,6 +91,18 @@ pub struct ServeArgs {
     /// it, a default compiled in sorts the built-ins into categories.
     #[arg(long, env = "MARKETPLACE_CURATION")]
     curation: Option<PathBuf>,
+    /// `required`: a new version enters the signed index only once a reviewer approved
+    /// its exact bytes (`marketplace submit`, `marketplace review`); yanks, re-signs
+    /// and the built-in definitions are not reviewed. `off`: publishers' signed
+    /// uploads are published as they come.
+    #[arg(long, env = "MARKETPLACE_REVIEW", value_enum, default_value_t = ReviewArg::Off)]
+    review: ReviewArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ReviewArg {
+    Off,
+    Required,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
@@ -177,7 +189,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     // One line on stdout, so scripts and tests started with port 0 learn the address.
     println!("marketplace listening on http://{addr}");
-    tracing::info!(%addr, data_dir = %args.data_dir.display(), "serving");
+    tracing::info!(%addr, data_dir = %args.data_dir.display(), review = ?args.review, "serving");
     let mut state = crate::AppState::new(store.clone(), signer);
     state.trust_forwarded_for = args.trust_forwarded_for;
     state.files = std::sync::Arc::new(crate::trust::files::Files::new(
@@ -186,6 +198,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     ));
     state.registry = Some(registry.0);
     state.curation = curation;
+    state.review = match args.review {
+        ReviewArg::Off => crate::review::ReviewMode::Off,
+        ReviewArg::Required => crate::review::ReviewMode::Required,
+    };
     if let Some(path) = &args.registry_token_file {
         state.pull_tokens = Some(std::sync::Arc::new(read_pull_tokens(path)?));
     }

@@ -52,6 +52,10 @@ const SERVER_TABLES: &[&str] = &[
     "tuf_metadata",
     "mirror_content",
     "mirror_tags",
+    "listings",
+    "review_versions",
+    "review_events",
+    "reviewers",
 ];
 const WORKER_TABLES: &[&str] = &[
     "sources",
@@ -68,8 +72,10 @@ const IDENTITY_TABLES: &[&str] = &[
     "plugin_versions",
     "mirror_images",
     "publisher_tokens",
+    "review_events",
+    "reviewers",
 ];
-/// Rows per INSERT: under both backends' parameter limits for the widest table (14
+/// Rows per INSERT: under both backends' parameter limits for the widest table (17
 /// columns).
 const BATCH: usize = 500;
 

@@ -15,9 +15,10 @@ use super::cache::CatalogCache;
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
 use super::{
-    Content, Definition, Domain, Facets, Inserted, LinkKind, ListedPlugin, MirrorJob, MirrorStatus,
-    Page, PluginQuery, PluginRecord, PluginRef, PluginSummary, PublisherRecord, Referrer,
-    ServedManifest, Store, StoreError, StoredMetadata, VersionRecord,
+    Content, Definition, Domain, Facets, Inserted, LinkKind, ListedPlugin, ListingRow, MirrorJob,
+    MirrorStatus, Page, PluginQuery, PluginRecord, PluginRef, PluginSummary, PublisherRecord,
+    Referrer, ReviewEventRow, ReviewVersionRow, ReviewerRow, ServedManifest, Store, StoreError,
+    StoredMetadata, Transition, Transitioned, Upload, VersionRecord,
 };
 
 /// The backend a [`Store`] runs on.
@@ -318,6 +319,52 @@ store_traits! {
         fn take_lease(&self, name: &str, holder: &str, seconds: i64) -> bool;
         /// Gives lease `name` back if `holder` holds it, so another may take it at once.
         fn release_lease(&self, name: &str, holder: &str) -> ();
+    }
+
+    /// Publishing with review: listings, versions under review, reviewers. The store
+    /// applies a status change only from the statuses the caller names (`review` owns
+    /// the rules).
+    trait Reviews {
+        /// Stores a new listing; false when the plugin has one already.
+        fn create_listing(&self, row: &ListingRow) -> bool;
+        /// Replaces a listing's editable fields; false when it has none.
+        fn update_listing(&self, row: &ListingRow) -> bool;
+        fn listing(&self, id: &str) -> Option<ListingRow>;
+        /// Every listing (of `publisher`, when given), by publisher and name.
+        fn listings(&self, publisher: Option<&str>) -> Vec<ListingRow>;
+        /// Deletes a listing with its versions under review; false when there was none.
+        fn delete_listing(&self, id: &str) -> bool;
+        /// Stores a version as a draft: new, or new bytes for a draft or a version whose
+        /// reviewer asked for changes; any other existing version is left `Locked`.
+        fn upload_review_version(
+            &self,
+            row: &ReviewVersionRow,
+            definition: &[u8],
+            actor: &str,
+        ) -> Upload;
+        fn review_version(&self, id: &str) -> Option<ReviewVersionRow>;
+        /// The version of a listing whose canonical version (no leading `v`) is `canonical`.
+        fn review_version_at(&self, listing_id: &str, canonical: &str) -> Option<ReviewVersionRow>;
+        /// The exact bytes uploaded for a version.
+        fn review_definition(&self, id: &str) -> Option<Vec<u8>>;
+        /// Versions under review (of one listing, in one status, when given), oldest first.
+        fn review_versions(
+            &self,
+            listing_id: Option<&str>,
+            status: Option<&str>,
+        ) -> Vec<ReviewVersionRow>;
+        /// Applies a status change with its history entry if the version's status is one
+        /// the change starts from; `None` when there is no such version.
+        fn transition(&self, id: &str, change: &Transition) -> Option<Transitioned>;
+        /// A version's history, oldest first.
+        fn review_events(&self, version_id: &str) -> Vec<ReviewEventRow>;
+        /// Adds a reviewer, or gives a revoked one a new token.
+        fn add_reviewer(&self, name: &str, token_sha256: &str, now: i64) -> ();
+        fn reviewers(&self) -> Vec<ReviewerRow>;
+        /// Revokes a reviewer's token; false when no active reviewer has that name.
+        fn revoke_reviewer(&self, name: &str, now: i64) -> bool;
+        /// The active reviewer a token belongs to.
+        fn reviewer_for_token(&self, token_sha256: &str) -> Option<String>;
     }
 
     /// What opening and readiness need.

@@ -13,6 +13,7 @@ mod mirror;
 mod postgres;
 mod publishers;
 mod query;
+mod review;
 mod rows;
 mod sqlite;
 mod tuf;
@@ -35,6 +36,10 @@ pub use changes::Stamp;
 pub use mirror::{Content, ContentKind, MirrorJob, MirrorStatus, Referrer, ServedManifest};
 pub use publishers::PublisherRecord;
 pub use query::{ListedPlugin, Page, PluginQuery, PluginSummary, Sort, search_tokens};
+pub use review::{
+    LinkRow, ListingRow, ReviewDecision, ReviewEventRow, ReviewVersionRow, ReviewerRow, Transition,
+    Transitioned, Upload,
+};
 pub use tuf::StoredMetadata;
 
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +63,8 @@ pub enum StoreError {
     },
     #[error("publisher `{0}` already exists")]
     PublisherExists(String),
+    #[error("reviewer `{0}` already exists; revoke it first to give it a new token")]
+    ReviewerExists(String),
     #[error("no publisher `{0}` with keys is registered")]
     NoSuchPublisher(String),
     #[error("metadata {role} version {version} already exists")]

@@ -378,6 +378,46 @@ impl Worker {
             .map(|b| (b, offer.trust.clone())))
     }
 
+    /// What each of `upgrades` (versions of `name` in `org`'s view) asks for that the
+    /// installed `from` did not, in order; `None` where there is nothing to compare
+    /// with (`from` is not among the versions offered) or a definition's bytes are gone.
+    pub async fn upgrade_changes(
+        &self,
+        org: &str,
+        plugin: &crate::sync::view::Plugin,
+        from: &semver::Version,
+        upgrades: &[&Offer],
+    ) -> Result<Vec<Option<crate::catalog::changes::Changes>>, SyncStoreError> {
+        let definition = |offer: &Offer, bytes: Vec<u8>| {
+            // The dependencies a publisher signed beside the definition are in the
+            // summary; the bytes alone do not carry them.
+            Definition::parse_published(&bytes).ok().map(|mut d| {
+                d.extras.dependencies = offer.summary.dependencies.clone();
+                d
+            })
+        };
+        let installed = match plugin.versions.get(from) {
+            Some(offer) => self
+                .offer_bytes(org, &plugin.name, offer)
+                .await?
+                .and_then(|(bytes, _)| definition(offer, bytes)),
+            None => None,
+        };
+        let mut out = Vec::with_capacity(upgrades.len());
+        for offer in upgrades {
+            let Some(old) = &installed else {
+                out.push(None);
+                continue;
+            };
+            let new = self
+                .offer_bytes(org, &plugin.name, offer)
+                .await?
+                .and_then(|(bytes, _)| definition(offer, bytes));
+            out.push(new.map(|new| crate::catalog::changes::between(old, &new)));
+        }
+        Ok(out)
+    }
+
     /// Validates `bytes` like `marketplace validate` (and `extras`, a companion
     /// document, like a publisher's) and stores them for `org`.
     pub async fn sideload(

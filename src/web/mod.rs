@@ -6,11 +6,13 @@
 //! `api::pages`).
 
 pub mod assets;
+mod listing;
 mod mirror;
 mod views;
 
 use askama::Template;
 
+pub use listing::decorate;
 pub use views::{CatalogPage, PluginPage, SignedIndexPage};
 
 /// The page shown for an error.

@@ -260,7 +260,15 @@ pub struct PluginPage {
     pub author: String,
     pub license: String,
     pub icon: String,
-    pub urls: Vec<(&'static str, String)>,
+    pub urls: Vec<(String, String)>,
+    /// The listing's feature blocks: title and body.
+    pub features: Vec<(String, String)>,
+    /// The listing's artwork URL; empty shows the fallback (`initials`).
+    pub artwork: String,
+    pub initials: String,
+    /// What the latest version asks for that the release before it did not: that
+    /// release and one sentence per change.
+    pub changes: Option<(String, Vec<String>)>,
     pub tags: Vec<String>,
     pub requirements: Vec<Requirement>,
     pub cluster_capabilities: Vec<String>,
@@ -297,9 +305,16 @@ impl PluginPage {
             ("Documentation", &md.urls.documentation),
         ]
         .into_iter()
-        .filter_map(|(label, u)| u.as_ref().map(|u| (label, u.to_string())))
+        .filter_map(|(label, u)| u.as_ref().map(|u| (label.to_owned(), u.to_string())))
         .collect();
-        PluginPage {
+        let page = PluginPage {
+            features: Vec::new(),
+            artwork: String::new(),
+            initials: super::listing::initials(def.display_name()),
+            changes: d
+                .since_previous
+                .as_ref()
+                .map(|c| (c.from_version.clone(), c.lines())),
             suspended: d.suspended,
             not_installable: d.latest.not_installable.clone().unwrap_or_default(),
             publisher_url: format!(
@@ -345,6 +360,10 @@ impl PluginPage {
             versions: d.versions.iter().map(|g| major_view(&d, g)).collect(),
             publisher: d.publisher.clone(),
             name: d.name.clone(),
+        };
+        match &d.listing {
+            Some(listing) => super::listing::apply(page, listing),
+            None => page,
         }
     }
 }

@@ -10,14 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use buffa::EnumValue;
-use buffa_types::google::protobuf::Timestamp;
 use connectrpc::{ConnectError, RequestContext, ServiceRequest, ServiceResult};
 
-use super::{render, service, short, to_connect};
+use super::{short, timestamp, to_connect};
 use crate::api::AppState;
 use crate::api::layers::Limits;
 use crate::catalog::CatalogError;
 use crate::catalog::curation::Label;
+use crate::catalog::listing::{ListingView, or};
 use crate::catalog::public::{self, Details, Entry, Filter, Order};
 use crate::definition::Located;
 use crate::ids;
@@ -36,19 +36,30 @@ const SHORT_DESCRIPTION: usize = 160;
 
 /// The routes to merge into the server's application.
 pub fn router(state: &AppState) -> axum::Router<AppState> {
-    let connect = service(
-        Arc::new(Catalog {
-            state: state.clone(),
-        })
-        .register(connectrpc::Router::new()),
+    let service = Arc::new(Catalog {
+        state: state.clone(),
+    });
+    super::mount(
+        "/catalog.v1.CatalogService/{method}",
+        service.register(connectrpc::Router::new()),
         LIMITS,
-    );
-    let routes = axum::Router::new().route_service("/catalog.v1.CatalogService/{method}", connect);
-    LIMITS.apply(routes, render)
+    )
 }
 
 struct Catalog {
     state: AppState,
+}
+
+impl Catalog {
+    async fn listings(
+        &self,
+    ) -> Result<Arc<std::collections::HashMap<String, ListingView>>, ConnectError> {
+        self.state
+            .listings
+            .current(&self.state.store)
+            .await
+            .map_err(|e| to_connect(e.into()))
+    }
 }
 
 fn refused(e: CatalogError) -> ConnectError {
@@ -77,24 +88,41 @@ fn label(l: Label) -> EnumValue<pb::PluginLabel> {
     })
 }
 
-fn timestamp(unix_seconds: i64) -> buffa::MessageField<Timestamp, buffa::Inline<Timestamp>> {
-    Timestamp::from_unix_secs(unix_seconds).into()
-}
-
-fn summary(e: &Entry) -> pb::PluginSummary {
+/// A plugin as listings show it: where its publisher's listing sets a field, that
+/// field; the definition's otherwise.
+fn summary(e: &Entry, listing: Option<&ListingView>) -> pb::PluginSummary {
     let p = &e.plugin;
+    let l = |f: fn(&ListingView) -> &str| listing.map(f).unwrap_or_default();
+    let description_short = match (l(|l| &l.description_short), l(|l| &l.description)) {
+        ("", "") => short(&p.description, SHORT_DESCRIPTION),
+        ("", long) => short(long, SHORT_DESCRIPTION),
+        (set, _) => set.to_owned(),
+    };
+    // The operator's curation first, then the publisher's own choice of its categories.
+    let mut category_ids = e.curated.category_ids.clone();
+    for id in listing
+        .map(|l| l.category_ids.as_slice())
+        .unwrap_or_default()
+    {
+        if !category_ids.contains(id) {
+            category_ids.push(id.clone());
+        }
+    }
     pb::PluginSummary {
         id: ids::plugin(&p.publisher, &p.name),
         name: p.name.clone(),
-        display_name: p.display_name.clone(),
-        description_short: short(&p.description, SHORT_DESCRIPTION),
+        display_name: or(l(|l| &l.display_name), &p.display_name).to_owned(),
+        description_short,
         // The publishing organization is the publisher.
         organization_id: ids::publisher(&p.publisher),
-        // Listing artwork: definitions name an icon of the console's set, not an image,
-        // and the server keeps no artwork per plugin.
-        image: String::new(),
-        category_ids: e.curated.category_ids.clone(),
-        tags: p.tags.clone(),
+        // Listing artwork: only a listing has any (definitions name an icon of the
+        // console's set, not an image).
+        image: l(|l| &l.image).to_owned(),
+        category_ids,
+        tags: match listing {
+            Some(l) if !l.tags.is_empty() => l.tags.clone(),
+            _ => p.tags.clone(),
+        },
         labels: e.curated.labels.iter().copied().map(label).collect(),
         latest_version_id: ids::version(&p.publisher, &p.name, &p.latest_version),
         featured: e.curated.featured,
@@ -110,8 +138,8 @@ const LINKS: [(&str, &str); 3] = [
     ("repository", "Source repository"),
 ];
 
-fn details(d: Details) -> pb::PluginDetails {
-    let s = summary(&d.entry);
+fn details(d: Details, listing: Option<&ListingView>) -> pb::PluginDetails {
+    let s = summary(&d.entry, listing);
     let meta = &d.definition.manifest.metadata;
     let text = |v: &Option<Located<String>>| v.as_ref().map(|v| v.value.clone());
     let url = |kind: &str| match kind {
@@ -131,12 +159,45 @@ fn details(d: Details) -> pb::PluginDetails {
             })
         })
         .collect();
+    let listed = |f: fn(&ListingView) -> &str, fallback: Option<String>| match listing.map(f) {
+        Some(set) if !set.is_empty() => set.to_owned(),
+        _ => fallback.unwrap_or_default(),
+    };
+    let documentation_links = match listing {
+        Some(l) if !l.documentation_links.is_empty() => l
+            .documentation_links
+            .iter()
+            .map(|link| shared::DocumentationLink {
+                id: link.id.clone(),
+                title: link.title.clone(),
+                url_name: link.url_name.clone(),
+                url: link.url.clone(),
+                ..Default::default()
+            })
+            .collect(),
+        _ => documentation_links,
+    };
+    let features = listing
+        .map(|l| {
+            l.features
+                .iter()
+                .map(|f| shared::FeatureBlock {
+                    title: f.title.clone(),
+                    body: f.body.clone(),
+                    ..Default::default()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     pb::PluginDetails {
-        description: d.definition.description().to_owned(),
-        author_name: text(&meta.author).unwrap_or_default(),
-        author_url: url("homepage").unwrap_or_default(),
-        repository_url: url("repository").unwrap_or_default(),
-        license: text(&meta.license).unwrap_or_default(),
+        description: listed(
+            |l| &l.description,
+            Some(d.definition.description().to_owned()),
+        ),
+        author_name: listed(|l| &l.author_name, text(&meta.author)),
+        author_url: listed(|l| &l.author_url, url("homepage")),
+        repository_url: listed(|l| &l.repository_url, url("repository")),
+        license: listed(|l| &l.license, text(&meta.license)),
         capabilities: d
             .definition
             .manifest
@@ -155,8 +216,8 @@ fn details(d: Details) -> pb::PluginDetails {
                 ..Default::default()
             })
             .collect(),
-        // Definitions carry no feature blocks.
-        features: Vec::new(),
+        // Only a listing has feature blocks.
+        features,
         documentation_links,
         id: s.id,
         name: s.name,
@@ -192,8 +253,17 @@ impl pb::CatalogService for Catalog {
         let entries = public::list(&self.state.store, &self.state.curation, &filter)
             .await
             .map_err(refused)?;
+        let listings = self.listings().await?;
         connectrpc::Response::ok(pb::ListPluginsResponse {
-            plugins: entries.iter().map(summary).collect(),
+            plugins: entries
+                .iter()
+                .map(|e| {
+                    summary(
+                        e,
+                        listings.get(&ids::plugin(&e.plugin.publisher, &e.plugin.name)),
+                    )
+                })
+                .collect(),
             ..Default::default()
         })
     }
@@ -206,8 +276,13 @@ impl pb::CatalogService for Catalog {
         let d = public::details(&self.state.store, &self.state.curation, request.plugin_id)
             .await
             .map_err(refused)?;
+        let listings = self.listings().await?;
+        let listing = listings.get(&ids::plugin(
+            &d.entry.plugin.publisher,
+            &d.entry.plugin.name,
+        ));
         connectrpc::Response::ok(pb::GetPluginResponse {
-            plugin: details(d).into(),
+            plugin: details(d, listing).into(),
             ..Default::default()
         })
     }

@@ -12,6 +12,8 @@
 pub mod catalog;
 mod definition;
 pub mod organization;
+pub mod publication;
+pub mod review;
 
 use std::time::Duration;
 
@@ -35,6 +37,11 @@ pub const LIMITS: Limits = Limits {
 /// definition) as `invalid_argument`.
 pub fn to_connect(e: HttpError) -> ConnectError {
     let code = match e.status {
+        // Connect has its own code for a duplicate, which a 409 otherwise is not.
+        StatusCode::CONFLICT if e.code == super::error::ErrorCode::AlreadyExists => {
+            ErrorCode::AlreadyExists
+        }
+        StatusCode::NOT_IMPLEMENTED => ErrorCode::Unimplemented,
         StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY => ErrorCode::InvalidArgument,
         StatusCode::UNAUTHORIZED => ErrorCode::Unauthenticated,
         StatusCode::FORBIDDEN => ErrorCode::PermissionDenied,
@@ -107,6 +114,72 @@ pub fn service(router: connectrpc::Router, limits: Limits) -> ConnectRpcService 
     )
 }
 
+/// The server's routes for one Connect service (`path`:
+/// `/package.Service/{method}`), held to `limits` and drawing their refusals in
+/// Connect's body.
+pub fn mount(
+    path: &str,
+    router: connectrpc::Router,
+    limits: Limits,
+) -> axum::Router<super::AppState> {
+    let routes = axum::Router::new().route_service(path, service(router, limits));
+    limits.apply(routes, render)
+}
+
+/// A Unix time as the contracts' `google.protobuf.Timestamp`.
+pub(crate) fn timestamp(
+    unix_seconds: i64,
+) -> buffa::MessageField<
+    buffa_types::google::protobuf::Timestamp,
+    buffa::Inline<buffa_types::google::protobuf::Timestamp>,
+> {
+    buffa_types::google::protobuf::Timestamp::from_unix_secs(unix_seconds).into()
+}
+
+/// An optional time: unset (absent on the wire) when `None`.
+pub(crate) fn maybe_timestamp(
+    unix_seconds: Option<i64>,
+) -> buffa::MessageField<
+    buffa_types::google::protobuf::Timestamp,
+    buffa::Inline<buffa_types::google::protobuf::Timestamp>,
+> {
+    unix_seconds.map(timestamp).unwrap_or_default()
+}
+
+/// A review status as `marketplace.v1.SubmissionStatus`.
+pub(crate) fn submission_status(
+    status: crate::review::Status,
+) -> buffa::EnumValue<crate::proto::marketplace::v1::SubmissionStatus> {
+    use crate::proto::marketplace::v1::SubmissionStatus as S;
+    use crate::review::Status;
+    buffa::EnumValue::Known(match status {
+        Status::Draft => S::SUBMISSION_STATUS_DRAFT,
+        Status::Pending => S::SUBMISSION_STATUS_PENDING,
+        Status::ChangesRequested => S::SUBMISSION_STATUS_CHANGES_REQUESTED,
+        Status::Approved => S::SUBMISSION_STATUS_APPROVED,
+        Status::Rejected => S::SUBMISSION_STATUS_REJECTED,
+        Status::Withdrawn => S::SUBMISSION_STATUS_WITHDRAWN,
+    })
+}
+
+/// The bearer token's publisher or reviewer (per `role`), for a Connect handler.
+pub(crate) async fn caller(
+    state: &super::AppState,
+    ctx: &connectrpc::RequestContext,
+    role: super::auth::Role,
+) -> Result<String, ConnectError> {
+    let client =
+        super::extract::client_addr(state.trust_forwarded_for, ctx.headers(), ctx.extensions());
+    super::auth::authenticate(state, client, ctx.headers(), role, None)
+        .await
+        .map_err(to_connect)
+}
+
+/// A review error as a Connect error, through its one HTTP mapping.
+pub(crate) fn review_refused(e: crate::review::ReviewError) -> ConnectError {
+    to_connect(e.into())
+}
+
 /// `text` cut to at most `max` characters at a word boundary, with an ellipsis when cut:
 /// the short descriptions listings show. The first sentence of the first paragraph when
 /// it is short enough; a description written as a YAML literal block (`|`) keeps its
@@ -160,10 +233,13 @@ mod tests {
             (StatusCode::NOT_FOUND, "not_found"),
             (StatusCode::CONFLICT, "failed_precondition"),
             (StatusCode::PAYLOAD_TOO_LARGE, "resource_exhausted"),
+            (StatusCode::NOT_IMPLEMENTED, "unimplemented"),
             (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         ] {
             let e = to_connect(HttpError::new(status, Ours::Internal, "why"));
             assert_eq!(e.code.as_str(), code, "{status}");
         }
+        let duplicate = HttpError::new(StatusCode::CONFLICT, Ours::AlreadyExists, "why");
+        assert_eq!(to_connect(duplicate).code.as_str(), "already_exists");
     }
 }

@@ -46,6 +46,13 @@ async fn read_generation(
         .await?)
 }
 
+crate::store::review::review_store!(
+    SqliteStore,
+    sqlx::SqliteConnection,
+    crate::db::begin_write,
+    bump
+);
+
 #[derive(Clone)]
 pub(crate) struct SqliteStore {
     pool: SqlitePool,
