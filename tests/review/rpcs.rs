@@ -391,6 +391,32 @@ async fn every_rpc_in_binary_and_json() {
             "{}",
             mismatch.message()
         );
+        // A manifest is validated as a publish would: every problem named.
+        let invalid = publication(
+            "CreatePluginVersion",
+            &acme,
+            json!({"pluginId": plugin_id, "version": "3.0.0", "manifest": b64(b"apiVersion: fundament.io/v1\nkind: PluginDefinition\nmetadata: {name: x}\n")}),
+        )
+        .await;
+        assert_eq!(invalid.code(), "invalid_argument");
+        assert!(
+            invalid.message().starts_with("manifest:"),
+            "{}",
+            invalid.message()
+        );
+        // Over 1 MiB (sent as JSON: buf takes its request as one argument).
+        let huge = vec![b'#'; 1024 * 1024 + 1];
+        let too_big = rpc(
+            &server,
+            Codec::Json,
+            PUBLICATION,
+            "CreatePluginVersion",
+            &acme,
+            json!({"pluginId": plugin_id, "version": "3.0.0", "manifest": b64(&huge)}),
+        )
+        .await;
+        assert_eq!(too_big.code(), "invalid_argument");
+        assert!(too_big.message().contains("1 MiB"), "{}", too_big.message());
         let bad_id = publication("GetPlugin", &acme, json!({"pluginId": "edge"})).await;
         assert_eq!(bad_id.code(), "invalid_argument");
         assert!(bad_id.message().contains("plugin_id"));
