@@ -46,13 +46,17 @@ enum Command {
     Publisher(publisher::PublisherArgs),
     /// Sign a definition with the publisher's key and publish it to a marketplace.
     Publish(publish::PublishArgs),
-    /// Send a definition for review (creating its listing if needed): the version is
-    /// uploaded as a draft and submitted; once approved, `publish --approved` signs it.
+    /// Send a definition for review (its listing is created if needed)
+    ///
+    /// The version is uploaded as a draft and submitted; once a reviewer approved it,
+    /// `publish --approved` signs and publishes it.
     Submit(review::SubmitArgs),
-    /// Review submitted versions: list, show (with what an upgrade asks for), approve,
-    /// request changes, reject. Needs a reviewer's token.
+    /// Review submitted versions: list, show, approve, request changes, reject
+    ///
+    /// `show` says what a version asks for that the newest published one did not. Needs
+    /// a reviewer's token (`marketplace reviewer add`).
     Review(review::ReviewArgs),
-    /// Manage the marketplace's reviewers (on the server's database).
+    /// Manage the marketplace's reviewers and their tokens
     Reviewer(reviewer::ReviewerArgs),
     /// Yank a published version: it stays downloadable by hash but leaves listings and
     /// is never offered as an upgrade.
