@@ -5,12 +5,15 @@
 //! - `catalog`: the JSON read API under `/api/v1/plugins`;
 //! - `tuf`: the signed index's files under `/tuf/`;
 //! - `publishing`: publish, yank, re-sign, `/api/v1/publishers...` (publisher tokens);
+//! - `review`: the reviewers' JSON API under `/api/v1/review/` (reviewer tokens);
 //! - `registry`: the OCI pull API under `/v2/` (its own error body);
 //! - `ops`: `/healthz`, `/readyz`;
-//! - `connect`: Fundament's Connect contracts (`catalog.v1.CatalogService` here);
+//! - `connect`: Fundament's Connect contracts (here `catalog.v1`, `registry.v1` and
+//!   `admin.v1`);
 //! - `worker`: the sync worker's local API (its own application, its own state).
 //!
-//! `error` is the one edge error type ([`HttpError`], codes in [`ErrorCode`]), `extract`
+//! `error` is the one edge error type ([`HttpError`], codes in [`ErrorCode`]), `auth`
+//! publisher and reviewer tokens, `extract`
 //! what surfaces read from requests (bearer token, client address, `If-None-Match`),
 //! `layers` the middleware.
 //!

@@ -118,8 +118,8 @@ async fn show(
             "submission {id} not found (that version was published without review)"
         )));
     }
-    let bytes = review::manifest(store, &me, &v.row.id).await?;
-    let history = review::history(store, &me, &v.row.id).await?;
+    let bytes = review::manifest(store, &v).await?;
+    let history = review::history(store, &v).await?;
     // Bytes under review parsed when uploaded; were one to fail now, there is simply
     // nothing to compare.
     let changes = match Definition::parse_published(&bytes) {

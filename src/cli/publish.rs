@@ -336,26 +336,11 @@ async fn approved(options: &PublisherOptions, publisher: &str) -> anyhow::Result
         "{}/api/v1/publishers/{publisher}/approved",
         options.server.trim_end_matches('/')
     );
-    let answer = reqwest::Client::builder()
+    let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()
-        .context("building the HTTP client")?
-        .get(&url)
-        .bearer_auth(options.token.trim())
-        .send()
-        .await
-        .with_context(|| format!("fetching {url}"))?;
-    let status = answer.status();
-    let body: serde_json::Value = answer
-        .json()
-        .await
-        .with_context(|| format!("{url} answered {status} without JSON"))?;
-    if !status.is_success() {
-        bail!(
-            "{url}: {}",
-            body["error"]["message"].as_str().unwrap_or("refused")
-        );
-    }
+        .context("building the HTTP client")?;
+    let body = super::review::get_json(&http, &url, &options.token).await?;
     let mut defs = Vec::new();
     for item in body["items"].as_array().cloned().unwrap_or_default() {
         let text = item["definition"].as_str().unwrap_or_default();

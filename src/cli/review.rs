@@ -76,28 +76,35 @@ impl Connect {
     }
 
     async fn get_json(&self, path: &str) -> anyhow::Result<serde_json::Value> {
-        let url = format!("{}{path}", self.base);
-        let answer = self
-            .http
-            .get(&url)
-            .bearer_auth(&self.token)
-            .send()
-            .await
-            .with_context(|| format!("fetching {url}"))?;
-        let status = answer.status();
-        let body: serde_json::Value = answer
-            .json()
-            .await
-            .with_context(|| format!("{url} answered {status} without JSON"))?;
-        if !status.is_success() {
-            bail!(
-                "{}: {}",
-                body["error"]["code"].as_str().unwrap_or("error"),
-                body["error"]["message"].as_str().unwrap_or_default()
-            );
-        }
-        Ok(body)
+        get_json(&self.http, &format!("{}{path}", self.base), &self.token).await
     }
+}
+
+/// GET `url` with a bearer token: the JSON answer, or our API's error code and message.
+pub(super) async fn get_json(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+) -> anyhow::Result<serde_json::Value> {
+    let answer = http
+        .get(url)
+        .bearer_auth(token.trim())
+        .send()
+        .await
+        .with_context(|| format!("fetching {url}"))?;
+    let status = answer.status();
+    let body: serde_json::Value = answer
+        .json()
+        .await
+        .with_context(|| format!("{url} answered {status} without JSON"))?;
+    if !status.is_success() {
+        bail!(
+            "{}: {}",
+            body["error"]["code"].as_str().unwrap_or("error"),
+            body["error"]["message"].as_str().unwrap_or_default()
+        );
+    }
+    Ok(body)
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,8 @@
 use super::ReviewError;
 use super::listing::{self, ListingFields};
 use super::ops::{Actor, not_found};
+use std::collections::BTreeMap;
+
 use crate::catalog::Curation;
 use crate::definition::Definition;
 use crate::ids;
@@ -59,16 +61,18 @@ fn drawn(publisher: &str, name: &str, def: &Definition, created_at: i64) -> List
     }
 }
 
-/// The listing of `publisher`/`name` if it has one or a published version.
-async fn listing_named(
+/// The listing of `publisher`/`name`: `stored` when it has a row (already read by the
+/// caller), otherwise drawn from its latest published definition; `None` when it has
+/// neither.
+async fn with_plugin(
     store: &Store,
     publisher: &str,
     name: &str,
+    stored: Option<ListingRow>,
 ) -> Result<Option<Listing>, ReviewError> {
-    let id = ids::plugin(publisher, name);
     let plugin = store.plugin(publisher, name).await?;
     let latest_published = plugin.as_ref().and_then(|p| p.latest_version.clone());
-    if let Some(row) = store.listing(&id).await? {
+    if let Some(row) = stored {
         return Ok(Some(Listing {
             row,
             stored: true,
@@ -88,27 +92,31 @@ async fn listing_named(
     }))
 }
 
+/// Publisher and name of every plugin `actor` may see with a listing or a listed
+/// version, by publisher and name, with the stored listing rows by the same key.
+pub(super) async fn visible(
+    store: &Store,
+    actor: &Actor,
+) -> Result<BTreeMap<(String, String), Option<ListingRow>>, ReviewError> {
+    let mut out: BTreeMap<(String, String), Option<ListingRow>> = store
+        .listed_names()
+        .await?
+        .into_iter()
+        .filter(|(p, _)| actor.may_see(p))
+        .map(|key| (key, None))
+        .collect();
+    for row in store.listings(actor.publisher()).await? {
+        out.insert((row.publisher.clone(), row.name.clone()), Some(row));
+    }
+    Ok(out)
+}
+
 /// Every listing `actor` may see: its own (a publisher) or all (a reviewer), stored
 /// or drawn from published plugins, by publisher and name.
 pub async fn listings(store: &Store, actor: &Actor) -> Result<Vec<Listing>, ReviewError> {
-    let mut names: Vec<(String, String)> = store
-        .listings(actor.publisher())
-        .await?
-        .into_iter()
-        .map(|r| (r.publisher, r.name))
-        .collect();
-    names.extend(
-        store
-            .listed_names()
-            .await?
-            .into_iter()
-            .filter(|(p, _)| actor.may_see(p)),
-    );
-    names.sort();
-    names.dedup();
-    let mut out = Vec::with_capacity(names.len());
-    for (publisher, name) in names {
-        if let Some(l) = listing_named(store, &publisher, &name).await? {
+    let mut out = Vec::new();
+    for ((publisher, name), stored) in visible(store, actor).await? {
+        if let Some(l) = with_plugin(store, &publisher, &name, stored).await? {
             out.push(l);
         }
     }
@@ -127,7 +135,8 @@ pub async fn listing(
         if !actor.may_see(&row.publisher) {
             return Err(missing());
         }
-        return listing_named(store, &row.publisher, &row.name)
+        let (publisher, name) = (row.publisher.clone(), row.name.clone());
+        return with_plugin(store, &publisher, &name, Some(row))
             .await?
             .ok_or_else(missing);
     }
@@ -140,7 +149,7 @@ pub async fn listing(
     else {
         return Err(missing());
     };
-    listing_named(store, publisher, name)
+    with_plugin(store, publisher, name, None)
         .await?
         .ok_or_else(missing)
 }
@@ -163,7 +172,7 @@ pub async fn create_listing(
             "plugin {publisher}/{name} has a listing already (id {id}); change it with UpdatePlugin"
         )));
     }
-    listing_named(store, publisher, name)
+    with_plugin(store, publisher, name, Some(row))
         .await?
         .ok_or_else(|| not_found(format!("plugin {id}")))
 }
@@ -217,13 +226,13 @@ pub async fn update_listing(
 ) -> Result<Listing, ReviewError> {
     let current = listing(store, &Actor::Publisher(publisher.to_owned()), plugin_id).await?;
     let ListingRow {
-        id,
-        name,
+        ref id,
+        ref name,
         created_at,
         ..
     } = current.row;
-    fields.check(curation, &id)?;
-    let row = row_of(&id, publisher, &name, fields, created_at, now);
+    fields.check(curation, id)?;
+    let row = row_of(id, publisher, name, fields, created_at, now);
     let stored = if current.stored {
         store.update_listing(&row).await?
     } else {
@@ -232,9 +241,11 @@ pub async fn update_listing(
     if !stored {
         return Err(not_found(format!("plugin {id}")));
     }
-    listing_named(store, publisher, &name)
-        .await?
-        .ok_or_else(|| not_found(format!("plugin {id}")))
+    Ok(Listing {
+        row,
+        stored: true,
+        latest_published: current.latest_published,
+    })
 }
 
 /// Deletes a listing and its versions under review; a plugin with versions in the

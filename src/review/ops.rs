@@ -5,13 +5,12 @@
 use std::cmp::Reverse;
 
 use super::listing as rules;
-use super::listings::{listing, listings};
+use super::listings::{listing, visible};
 use super::{Action, RejectionReason, ReviewError, Status, publisher_actor, reviewer_actor};
 use crate::definition::{Definition, parse_version};
 use crate::ids;
 use crate::store::{
-    ListingRow, ReviewDecision, ReviewEventRow, ReviewVersionRow, Store, Transition, Transitioned,
-    Upload,
+    ReviewDecision, ReviewEventRow, ReviewVersionRow, Store, Transition, Transitioned, Upload,
 };
 
 /// The largest manifest (Fundament's rule, and our definitions' limit).
@@ -100,7 +99,7 @@ pub async fn versions(
             reviewed: true,
         })
         .collect();
-    out.extend(published_only(store, &l.row, &out).await?);
+    out.extend(published_only(store, &l.row.publisher, &l.row.name, &out).await?);
     out.sort_by_key(|v| Reverse(parse_version(&v.row.version).ok()));
     Ok(out)
 }
@@ -108,10 +107,11 @@ pub async fn versions(
 /// A listing's versions in the signed index that never went through review here.
 async fn published_only(
     store: &Store,
-    listing: &ListingRow,
+    publisher: &str,
+    name: &str,
     reviewed: &[VersionView],
 ) -> Result<Vec<VersionView>, ReviewError> {
-    let Some(plugin) = store.plugin(&listing.publisher, &listing.name).await? else {
+    let Some(plugin) = store.plugin(publisher, name).await? else {
         return Ok(Vec::new());
     };
     Ok(store
@@ -126,10 +126,10 @@ async fn published_only(
         })
         .map(|v| VersionView {
             row: ReviewVersionRow {
-                id: ids::version(&listing.publisher, &listing.name, &v.version),
-                listing_id: listing.id.clone(),
-                publisher: listing.publisher.clone(),
-                name: listing.name.clone(),
+                id: ids::version(publisher, name, &v.version),
+                listing_id: ids::plugin(publisher, name),
+                publisher: publisher.to_owned(),
+                name: name.to_owned(),
                 canonical: v.version_parsed.to_string(),
                 version: v.version,
                 hash: v.hash,
@@ -158,27 +158,17 @@ pub async fn version(store: &Store, actor: &Actor, id: &str) -> Result<VersionVi
         return Err(not_found(format!("plugin version {id}")));
     }
     // Published without review: found among the visible plugins' versions.
-    for l in listings(store, actor).await? {
-        let Some(plugin) = store.plugin(&l.row.publisher, &l.row.name).await? else {
-            continue;
-        };
-        let versions = store.versions(plugin.id).await?;
-        if versions
-            .iter()
-            .any(|v| ids::version(&l.row.publisher, &l.row.name, &v.version) == id)
-        {
-            let found = published_only(store, &l.row, &[]).await?;
-            if let Some(v) = found.into_iter().find(|v| v.row.id == id) {
-                return Ok(v);
-            }
+    for (publisher, name) in visible(store, actor).await?.into_keys() {
+        let found = published_only(store, &publisher, &name, &[]).await?;
+        if let Some(v) = found.into_iter().find(|v| v.row.id == id) {
+            return Ok(v);
         }
     }
     Err(not_found(format!("plugin version {id}")))
 }
 
-/// The exact bytes of a version under review.
-pub async fn manifest(store: &Store, actor: &Actor, id: &str) -> Result<Vec<u8>, ReviewError> {
-    let v = version(store, actor, id).await?;
+/// The exact bytes of `v` (found by [`version`], so visible to its caller).
+pub async fn manifest(store: &Store, v: &VersionView) -> Result<Vec<u8>, ReviewError> {
     let bytes = if v.reviewed {
         store.review_definition(&v.row.id).await?
     } else {
@@ -186,16 +176,11 @@ pub async fn manifest(store: &Store, actor: &Actor, id: &str) -> Result<Vec<u8>,
             .definition_by_hash(&v.row.publisher, &v.row.name, &v.row.hash)
             .await?
     };
-    bytes.ok_or_else(|| not_found(format!("plugin version {id}")))
+    bytes.ok_or_else(|| not_found(format!("plugin version {}", v.row.id)))
 }
 
-/// A version's history, oldest first.
-pub async fn history(
-    store: &Store,
-    actor: &Actor,
-    id: &str,
-) -> Result<Vec<ReviewEventRow>, ReviewError> {
-    let v = version(store, actor, id).await?;
+/// `v`'s history, oldest first (none for a version published without review).
+pub async fn history(store: &Store, v: &VersionView) -> Result<Vec<ReviewEventRow>, ReviewError> {
     Ok(store.review_events(&v.row.id).await?)
 }
 

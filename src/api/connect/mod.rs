@@ -1,6 +1,7 @@
 //! Fundament's own Connect contracts (`proto/`, types in [`crate::proto`]):
-//! `organization.v1.PluginService` on the worker, per organization, and
-//! `catalog.v1.CatalogService` on the server.
+//! `organization.v1.PluginService` on the worker, per organization, and on the server
+//! `catalog.v1.CatalogService`, `registry.v1.PublicationService` (publishers) and
+//! `admin.v1.ReviewService` (reviewers).
 //!
 //! connectrpc does the protocol (binary protobuf and proto3 JSON, Connect's error body
 //! and status mapping); the services here translate between the contracts' messages and

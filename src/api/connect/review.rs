@@ -356,9 +356,7 @@ impl pb::ReviewService for Reviews {
         let v = review::version(store, &me, request.plugin_version_id)
             .await
             .map_err(review_refused)?;
-        let bytes = review::manifest(store, &me, &v.row.id)
-            .await
-            .map_err(review_refused)?;
+        let bytes = review::manifest(store, &v).await.map_err(review_refused)?;
         // Published bytes of the older design still say what they ask for.
         let definition = Definition::parse_published(&bytes).ok();
         connectrpc::Response::ok(pb::GetPluginVersionResponse {
