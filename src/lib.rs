@@ -24,6 +24,7 @@ pub mod store;
 pub mod sync;
 pub mod token;
 pub mod trust;
+pub mod upstream;
 pub mod web;
 
 pub use api::{AppState, app};

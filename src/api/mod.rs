@@ -6,6 +6,7 @@
 //! - `tuf`: the signed index's files under `/tuf/`;
 //! - `publishing`: publish, yank, re-sign, `/api/v1/publishers...` (publisher tokens);
 //! - `review`: the reviewers' JSON API under `/api/v1/review/` (reviewer tokens);
+//! - `upstream`: the upstream followed and its last round, `/api/v1/upstream`;
 //! - `registry`: the OCI pull API under `/v2/` (its own error body);
 //! - `ops`: `/healthz`, `/readyz`;
 //! - `connect`: Fundament's Connect contracts (here `catalog.v1`, `registry.v1` and
@@ -33,6 +34,7 @@ pub mod publishing;
 pub mod registry;
 pub mod review;
 pub mod tuf;
+pub mod upstream;
 pub mod worker;
 
 use std::sync::Arc;
@@ -76,6 +78,8 @@ pub struct AppState {
     pub review: crate::review::ReviewMode,
     /// Publishers' listings, kept per catalog generation for the catalog surfaces.
     pub listings: Arc<crate::catalog::Listings>,
+    /// The upstream marketplace followed (`serve --upstream`), as its state is stored.
+    pub upstream: Option<String>,
 }
 
 impl AppState {
@@ -94,6 +98,7 @@ impl AppState {
             curation: Curation::builtin(),
             review: crate::review::ReviewMode::Off,
             listings: Default::default(),
+            upstream: None,
         }
     }
 }
@@ -127,6 +132,7 @@ pub fn app(state: AppState) -> Router {
         .merge(tuf::router())
         .merge(publishing::router())
         .merge(review::router())
+        .merge(upstream::router())
         .merge(registry::router())
         .merge(connect::catalog::router(&state))
         .merge(connect::publication::router(&state))

@@ -3,6 +3,7 @@
 
 mod database;
 mod db;
+mod follow;
 mod keys;
 mod mirror;
 mod publish;

@@ -97,6 +97,46 @@ pub struct ServeArgs {
     /// uploads are published as they come.
     #[arg(long, env = "MARKETPLACE_REVIEW", value_enum, default_value_t = ReviewArg::Off)]
     review: ReviewArg,
+    #[command(flatten)]
+    upstream: UpstreamArgs,
+}
+
+/// Following an upstream marketplace.
+#[derive(Debug, Args)]
+struct UpstreamArgs {
+    /// Follow the marketplace at this URL: its publishers' signed roles, definitions,
+    /// yanks and suspensions are served here under this server's root, next to the
+    /// publishers registered here (see "Internal and air-gapped marketplaces").
+    #[arg(long, env = "MARKETPLACE_UPSTREAM", requires = "upstream_root")]
+    upstream: Option<String>,
+    /// The upstream's root.json, obtained out of band: the only key material trusted
+    /// for it (its later roots are followed from there).
+    #[arg(long, env = "MARKETPLACE_UPSTREAM_ROOT", requires = "upstream")]
+    upstream_root: Option<PathBuf>,
+    /// Which upstream plugins to follow: `PUBLISHER/PLUGIN` patterns, `*` for any run of
+    /// characters, comma-separated (`acme/*,beta/gateway`). A publisher comes whole
+    /// (its signature covers all it lists); only selected plugins' images are mirrored.
+    #[arg(long, env = "MARKETPLACE_UPSTREAM_PLUGINS", requires = "upstream")]
+    upstream_plugins: Option<String>,
+    /// How often the upstream is followed.
+    #[arg(long, env = "MARKETPLACE_UPSTREAM_INTERVAL", default_value = "5m", value_parser = super::repo::parse_duration)]
+    upstream_interval: std::time::Duration,
+}
+
+impl UpstreamArgs {
+    /// The upstream to follow, its files read and checked; `None` without `--upstream`.
+    fn load(&self) -> anyhow::Result<Option<crate::upstream::Upstream>> {
+        let (Some(url), Some(root)) = (&self.upstream, &self.upstream_root) else {
+            return Ok(None);
+        };
+        let filter = match &self.upstream_plugins {
+            Some(text) => crate::upstream::Filter::parse(text)?,
+            None => crate::upstream::Filter::all(),
+        };
+        let bytes = std::fs::read(root)
+            .with_context(|| format!("reading --upstream-root {}", root.display()))?;
+        Ok(Some(crate::upstream::Upstream::new(url, bytes, filter)?))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -124,6 +164,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => Curation::builtin(),
     };
+    let upstream = args.upstream.load()?;
     let store = args.database.open(&args.data_dir).await?;
     let report = builtin::load(&store, crate::clock::now())
         .await
@@ -171,7 +212,21 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 signer.clone(),
                 holder.clone(),
             ));
+            if let Some(upstream) = upstream.clone() {
+                tokio::spawn(super::follow::run(
+                    store.clone(),
+                    signer.clone(),
+                    upstream,
+                    args.upstream.upstream_interval,
+                    holder.clone(),
+                ));
+            }
             Some(signer)
+        }
+        None if upstream.is_some() => {
+            anyhow::bail!(
+                "--upstream needs this marketplace's own signed index to serve the upstream's publishers under: run `marketplace repo init` first"
+            );
         }
         None => {
             tracing::warn!(
@@ -197,6 +252,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         args.tuf_cache_mib.saturating_mul(1 << 20),
     ));
     state.registry = Some(registry.0);
+    state.upstream = upstream.as_ref().map(|u| u.key().to_owned());
     state.curation = curation;
     state.review = match args.review {
         ReviewArg::Off => crate::review::ReviewMode::Off,

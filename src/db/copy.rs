@@ -56,6 +56,7 @@ const SERVER_TABLES: &[&str] = &[
     "review_versions",
     "review_events",
     "reviewers",
+    "upstreams",
 ];
 const WORKER_TABLES: &[&str] = &[
     "sources",

@@ -18,7 +18,7 @@ use super::{
     Content, Definition, Domain, Facets, Inserted, LinkKind, ListedPlugin, ListingRow, MirrorJob,
     MirrorStatus, Page, PluginQuery, PluginRecord, PluginRef, PluginSummary, PublisherRecord,
     Referrer, ReviewEventRow, ReviewVersionRow, ReviewerRow, ServedManifest, Store, StoreError,
-    StoredMetadata, Transition, Transitioned, Upload, VersionRecord,
+    StoredMetadata, Transition, Transitioned, Upload, UpstreamRound, UpstreamRow, VersionRecord,
 };
 
 /// The backend a [`Store`] runs on.
@@ -365,6 +365,21 @@ store_traits! {
         fn revoke_reviewer(&self, name: &str, now: i64) -> bool;
         /// The active reviewer a token belongs to.
         fn reviewer_for_token(&self, token_sha256: &str) -> Option<String>;
+    }
+
+    /// Following an upstream marketplace (`serve --upstream`, `bundle import`).
+    trait Upstreams {
+        /// What this server trusts of the upstream at `url`, and its last round.
+        fn upstream(&self, url: &str) -> Option<UpstreamRow>;
+        /// Every version of the publishers followed from `url`: publisher, hash, and
+        /// whether it is yanked here.
+        fn upstream_versions(&self, url: &str) -> Vec<(String, String, bool)>;
+        /// Records a round that failed before anything could be applied; what is
+        /// trusted stays (`root` starts the row of an upstream never followed).
+        fn record_upstream_failure(&self, url: &str, root: &[u8], report: &str, now: i64) -> ();
+        /// Stores one round of following an upstream in one transaction; a metadata
+        /// version that exists already fails it whole (`MetadataExists`).
+        @internal fn follow_upstream(&self, round: &UpstreamRound) -> ();
     }
 
     /// What opening and readiness need.

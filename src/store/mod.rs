@@ -17,6 +17,7 @@ mod review;
 mod rows;
 mod sqlite;
 mod tuf;
+mod upstream;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use sqlx::migrate::Migrator;
 use crate::db::{self, Database};
 use crate::definition::Definition;
 
-use backend::{Backend, Catalog, ChangeFeed, Maintenance, Publishers, SignedIndex};
+use backend::{Backend, Catalog, ChangeFeed, Maintenance, Publishers, SignedIndex, Upstreams};
 use postgres::PgStore;
 pub(crate) use postgres::write_search_document;
 use sqlite::SqliteStore;
@@ -41,6 +42,7 @@ pub use review::{
     Transitioned, Upload,
 };
 pub use tuf::StoredMetadata;
+pub use upstream::{FollowedPublisher, UpstreamRound, UpstreamRow};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -352,6 +354,13 @@ impl Store {
     /// same role are told apart: one wins, the other must start again from fresh metadata.
     pub async fn put_metadata(&self, files: &[StoredMetadata]) -> Result<(), StoreError> {
         self.db.put_metadata(files).await?;
+        Ok(())
+    }
+
+    /// Stores one round of following an upstream in one transaction; a metadata version
+    /// that exists already fails it whole (`MetadataExists`).
+    pub async fn follow_upstream(&self, round: &UpstreamRound) -> Result<(), StoreError> {
+        self.db.follow_upstream(round).await?;
         Ok(())
     }
 

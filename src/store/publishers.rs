@@ -10,4 +10,7 @@ pub struct PublisherRecord {
     pub active_tokens: i64,
     /// When the operator suspended it (`publisher suspend`); `None` while active.
     pub suspended_at: Option<i64>,
+    /// The upstream marketplace it is followed from (`serve --upstream`); `None` for a
+    /// publisher registered here.
+    pub origin: Option<String>,
 }

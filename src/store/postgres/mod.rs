@@ -104,6 +104,8 @@ pub(crate) async fn begin_read(
         .await
 }
 
+crate::store::upstream::upstream_store!(PgStore, begin_write, bump, write, tuf);
+
 crate::store::review::review_store!(PgStore, sqlx::PgConnection, begin_write, bump);
 
 #[derive(Clone)]

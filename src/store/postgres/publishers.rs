@@ -162,7 +162,7 @@ impl PgStore {
         name: Option<&str>,
     ) -> Result<Vec<PublisherRecord>, StoreError> {
         let rows = sqlx::query(
-            "SELECT p.name, p.public_keys, p.threshold, p.created_at, p.suspended_at,
+            "SELECT p.name, p.public_keys, p.threshold, p.created_at, p.suspended_at, p.origin,
                     (SELECT COUNT(*) FROM publisher_tokens t WHERE t.publisher_id = p.id AND t.revoked_at IS NULL) AS active
              FROM publishers p WHERE p.public_keys <> '' AND ($1::text IS NULL OR p.name = $2) ORDER BY p.name",
         )
@@ -183,6 +183,7 @@ impl PgStore {
                 created_at: r.get("created_at"),
                 active_tokens: r.get("active"),
                 suspended_at: r.get("suspended_at"),
+                origin: r.get("origin"),
             })
             .collect())
     }

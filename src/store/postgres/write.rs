@@ -32,27 +32,7 @@ impl PgStore {
         now: i64,
     ) -> Result<(), StoreError> {
         let mut tx = super::begin_write(&self.pool).await?;
-        let mut plugins = Vec::new();
-        for hash in hashes {
-            let ids: Vec<i64> = sqlx::query_scalar(
-                "UPDATE plugin_versions SET yanked = TRUE WHERE hash = $1 AND plugin_id IN
-                 (SELECT p.id FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.name = $2)
-                 RETURNING plugin_id",
-            )
-            .bind(hash)
-            .bind(publisher)
-            .fetch_all(&mut *tx)
-            .await?;
-            plugins.extend(ids);
-        }
-        plugins.sort_unstable();
-        plugins.dedup();
-        if !plugins.is_empty() {
-            super::bump(&mut tx, Domain::Catalog).await?;
-        }
-        for id in plugins {
-            refresh_summary(&mut tx, id, now).await?;
-        }
+        yank_in(&mut tx, publisher, hashes, now).await?;
         tuf::put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
         Ok(())
@@ -70,17 +50,9 @@ impl PgStore {
         now: i64,
     ) -> Result<(), StoreError> {
         let mut tx = super::begin_write(&self.pool).await?;
+        let signers = signer_key_ids.join(" ");
         for def in defs {
-            insert_version_in(&mut tx, publisher, def, now).await?;
-            sqlx::query(
-                "UPDATE plugin_versions SET signer_key_ids = $1 WHERE hash = $2 AND plugin_id IN
-                 (SELECT p.id FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.name = $3)",
-            )
-            .bind(signer_key_ids.join(" "))
-            .bind(&def.hash)
-            .bind(publisher)
-            .execute(&mut *tx)
-            .await?;
+            publish_in(&mut tx, publisher, def, &signers, now).await?;
         }
         tuf::put_metadata_in(&mut tx, files).await?;
         tx.commit().await?;
@@ -184,6 +156,58 @@ impl PgStore {
         tx.commit().await?;
         Ok(done)
     }
+}
+
+/// Marks the publisher's versions with these hashes yanked and moves each plugin's
+/// summary to its newest version still listed.
+pub(super) async fn yank_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    publisher: &str,
+    hashes: &[String],
+    now: i64,
+) -> Result<(), StoreError> {
+    let mut plugins = Vec::new();
+    for hash in hashes {
+        let ids: Vec<i64> = sqlx::query_scalar(
+                "UPDATE plugin_versions SET yanked = TRUE WHERE hash = $1 AND plugin_id IN
+                 (SELECT p.id FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.name = $2)
+                 RETURNING plugin_id",
+            )
+            .bind(hash)
+            .bind(publisher)
+            .fetch_all(&mut **tx)
+            .await?;
+        plugins.extend(ids);
+    }
+    plugins.sort_unstable();
+    plugins.dedup();
+    if !plugins.is_empty() {
+        super::bump(tx, Domain::Catalog).await?;
+    }
+    for id in plugins {
+        refresh_summary(tx, id, now).await?;
+    }
+    Ok(())
+}
+/// Stores a published definition with the key ids that signed it.
+pub(super) async fn publish_in(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    publisher: &str,
+    def: &Definition,
+    signers: &str,
+    now: i64,
+) -> Result<Inserted, StoreError> {
+    let inserted = insert_version_in(tx, publisher, def, now).await?;
+    sqlx::query(
+        "UPDATE plugin_versions SET signer_key_ids = $1 WHERE hash = $2 AND plugin_id IN
+         (SELECT p.id FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.name = $3)",
+    )
+    .bind(signers)
+    .bind(&def.hash)
+    .bind(publisher)
+    .execute(&mut **tx)
+    .await?;
+    Ok(inserted)
 }
 
 /// Re-derives a plugin's summary after its versions changed (a yank): the latest

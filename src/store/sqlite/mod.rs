@@ -46,6 +46,8 @@ async fn read_generation(
         .await?)
 }
 
+crate::store::upstream::upstream_store!(SqliteStore, crate::db::begin_write, bump, write, tuf);
+
 crate::store::review::review_store!(
     SqliteStore,
     sqlx::SqliteConnection,

@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use tough::schema::{DelegatedRole, Delegations, PathSet, Signed, Snapshot, Targets};
 
 use super::refresh::{
-    Client, Judged, Listed, PARALLEL_ROLES, Publisher, PublisherTargets, bad_signature,
+    Client, Judged, Listed, PARALLEL_ROLES, Publisher, PublisherTargets, RoleFile, bad_signature,
 };
 use super::{ClientError, Failure};
 use crate::trust::verify::owned_by;
@@ -54,6 +54,7 @@ impl Client<'_> {
             expires_at: top.0.signed.expires.as_second(),
             expires_role: publisher.to_owned(),
             listed: Vec::new(),
+            roles: vec![top.2],
         };
         if let Err(e) = list(publisher, None, &top.0, &top.1, &mut out.listed) {
             return Ok(Err(e));
@@ -81,12 +82,13 @@ impl Client<'_> {
             .iter()
             .map(|bin| self.delegated(&bin.name, bins, snapshot, consistent))
             .collect();
-        let loaded: Vec<Judged<(Signed<Targets>, String)>> = futures_util::stream::iter(pending)
-            .buffered(PARALLEL_ROLES)
-            .collect()
-            .await;
+        let loaded: Vec<Judged<(Signed<Targets>, String, RoleFile)>> =
+            futures_util::stream::iter(pending)
+                .buffered(PARALLEL_ROLES)
+                .collect()
+                .await;
         for (bin, judged) in bins.roles.iter().zip(loaded) {
-            let (role, signers) = match judged? {
+            let (role, signers, file) = match judged? {
                 Ok(found) => found,
                 Err(e) => return Ok(Err(e)),
             };
@@ -108,20 +110,22 @@ impl Client<'_> {
             if let Err(e) = list(publisher, Some(bin), &role, &signers, &mut out.listed) {
                 return Ok(Err(e));
             }
+            out.roles.push(file);
         }
         Ok(Ok(out))
     }
 
     /// A delegated role verified under `delegations`: snapshot version, hash, length,
-    /// signatures over the bytes as served, expiry. Returns it with its signers.
+    /// signatures over the bytes as served, expiry. Returns it with its signers and the
+    /// file as served.
     async fn delegated(
         &self,
         name: &str,
         delegations: &Delegations,
         snapshot: &Snapshot,
         consistent: bool,
-    ) -> Judged<(Signed<Targets>, String)> {
-        let (parsed, _, version) = match self
+    ) -> Judged<(Signed<Targets>, String, RoleFile)> {
+        let (parsed, bytes, version) = match self
             .fetch_listed::<Targets>(name, snapshot, consistent, self.limits.targets)
             .await?
         {
@@ -148,7 +152,12 @@ impl Client<'_> {
         if let Err(e) = self.unexpired(name, role.signed.expires) {
             return Ok(Err(e));
         }
-        Ok(Ok((role, signers)))
+        let file = RoleFile {
+            name: name.to_owned(),
+            version,
+            bytes,
+        };
+        Ok(Ok((role, signers, file)))
     }
 }
 

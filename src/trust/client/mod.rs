@@ -17,7 +17,8 @@ mod refresh;
 
 pub use fetch::{FetchError, Fetcher};
 pub use refresh::{
-    Index, Listed, Publisher, PublisherTargets, TrustedState, Verified, refresh, target_url,
+    Index, Listed, Publisher, PublisherTargets, RoleFile, TrustedState, Verified, refresh,
+    target_url,
 };
 
 /// The largest response accepted for any one file, whatever its signed length says.

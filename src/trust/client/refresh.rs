@@ -64,6 +64,17 @@ pub struct PublisherTargets {
     /// The earliest expiry among its roles, and which role that is.
     pub expires_at: i64,
     pub expires_role: String,
+    /// Its role and bins as served, top role first: what a marketplace following this
+    /// one serves byte for byte.
+    pub roles: Vec<RoleFile>,
+}
+
+/// A verified delegated role file: its name, the version the snapshot lists, its bytes.
+#[derive(Debug, Clone)]
+pub struct RoleFile {
+    pub name: String,
+    pub version: u64,
+    pub bytes: Vec<u8>,
 }
 
 /// One target a verified role lists.

@@ -1,0 +1,210 @@
+//! Following an upstream marketplace: what this server trusts of it (its newest verified
+//! root, timestamp and snapshot, as a TUF client keeps them) and one round of following
+//! it stored in one transaction: the publishers it delegates with their keys, their
+//! definitions, yanks, the upstream's role files and the local metadata that serves
+//! them. A round that fails to commit leaves everything as the previous round left it.
+//!
+//! The SQL is the same text on both backends (`$N` parameters), so one macro writes both
+//! implementations over each backend's own writing helpers.
+
+use crate::definition::Definition;
+use crate::store::StoredMetadata;
+
+/// What the server trusts of an upstream, and how its last round went.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UpstreamRow {
+    pub url: String,
+    /// The newest upstream root verified (the configured one until the first round).
+    pub root: Vec<u8>,
+    pub timestamp: Option<Vec<u8>>,
+    pub snapshot: Option<Vec<u8>>,
+    pub last_attempt_at: Option<i64>,
+    pub last_success_at: Option<i64>,
+    /// The last round's report, JSON (`upstream::Report`); empty before the first.
+    pub report: String,
+}
+
+/// A publisher the upstream delegates to, with the keys and threshold of that
+/// delegation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowedPublisher {
+    pub name: String,
+    /// Hex ed25519 public keys.
+    pub public_keys: Vec<String>,
+    pub threshold: u64,
+}
+
+/// One round of following an upstream, written all together or not at all.
+#[derive(Debug, Default)]
+pub struct UpstreamRound {
+    pub url: String,
+    /// The upstream metadata verified this round: what the next round starts from.
+    pub root: Vec<u8>,
+    pub timestamp: Vec<u8>,
+    pub snapshot: Vec<u8>,
+    /// Publishers the upstream delegates to and this server follows: created or
+    /// updated (keys, threshold) with `origin` = `url`, and no longer suspended.
+    pub publishers: Vec<FollowedPublisher>,
+    /// Publishers followed from `url` that the upstream no longer delegates to (it
+    /// suspended or removed them): suspended here too.
+    pub gone: Vec<String>,
+    /// New definitions: publisher, definition (with its extras), signing key ids.
+    pub versions: Vec<(String, Definition, String)>,
+    /// Versions the upstream yanked: publisher and hash.
+    pub yanked: Vec<(String, String)>,
+    /// The upstream's role files new to this server, and this server's targets,
+    /// snapshot and timestamp that serve them. Empty when nothing changed.
+    pub files: Vec<StoredMetadata>,
+    /// This round's report (JSON).
+    pub report: String,
+    pub now: i64,
+}
+
+/// The upstream store's methods for one backend: `$store` with its `pool`, `$begin`
+/// opening a writing transaction, `$bump` telling catalog readers, and the backend's
+/// `write` and `tuf` modules (versions, yanks, metadata written inside a transaction).
+macro_rules! upstream_store {
+    ($store:ty, $begin:path, $bump:path, $write:path, $tuf:path) => {
+        impl $store {
+            /// What this server trusts of the upstream at `url`.
+            pub(crate) async fn upstream(
+                &self,
+                url: &str,
+            ) -> Result<Option<crate::store::UpstreamRow>, StoreError> {
+                use sqlx::Row;
+                let row = sqlx::query(
+                    "SELECT url, root, timestamp, snapshot, last_attempt_at, last_success_at, report
+                     FROM upstreams WHERE url = $1",
+                )
+                .bind(url)
+                .fetch_optional(&self.pool)
+                .await?;
+                Ok(row.map(|r| crate::store::UpstreamRow {
+                    url: r.get("url"),
+                    root: r.get("root"),
+                    timestamp: r.get("timestamp"),
+                    snapshot: r.get("snapshot"),
+                    last_attempt_at: r.get("last_attempt_at"),
+                    last_success_at: r.get("last_success_at"),
+                    report: r.get("report"),
+                }))
+            }
+
+            /// Every version of the publishers followed from `url`: publisher, hash, and
+            /// whether it is yanked here.
+            pub(crate) async fn upstream_versions(
+                &self,
+                url: &str,
+            ) -> Result<Vec<(String, String, bool)>, StoreError> {
+                Ok(sqlx::query_as(
+                    "SELECT pub.name, v.hash, v.yanked FROM plugin_versions v
+                     JOIN plugins p ON p.id = v.plugin_id
+                     JOIN publishers pub ON pub.id = p.publisher_id
+                     WHERE pub.origin = $1",
+                )
+                .bind(url)
+                .fetch_all(&self.pool)
+                .await?)
+            }
+
+            /// Records a round that failed before anything could be applied: when, and
+            /// its report; what is trusted stays. `root` is the configured root, kept
+            /// for an upstream never followed yet.
+            pub(crate) async fn record_upstream_failure(
+                &self,
+                url: &str,
+                root: &[u8],
+                report: &str,
+                now: i64,
+            ) -> Result<(), StoreError> {
+                sqlx::query(
+                    "INSERT INTO upstreams (url, root, last_attempt_at, report) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (url) DO UPDATE SET last_attempt_at = $3, report = $4",
+                )
+                .bind(url)
+                .bind(root)
+                .bind(now)
+                .bind(report)
+                .execute(&self.pool)
+                .await?;
+                Ok(())
+            }
+
+            /// Stores one round of following an upstream in one transaction. A
+            /// metadata version that exists already (a publish landed meanwhile) fails
+            /// it whole (`MetadataExists`); the next round starts again from there.
+            pub(crate) async fn follow_upstream(
+                &self,
+                round: &crate::store::UpstreamRound,
+            ) -> Result<(), StoreError> {
+                use $write as write;
+                use $tuf as tuf;
+                let mut tx = $begin(&self.pool).await?;
+                let mut catalog_changed = !round.gone.is_empty();
+                for p in &round.publishers {
+                    let threshold = i64::try_from(p.threshold).unwrap_or(i64::MAX);
+                    // Never a publisher registered here: the caller leaves clashing
+                    // names out, and this keeps a race with `publisher add` harmless.
+                    let changed = sqlx::query(
+                        "INSERT INTO publishers (name, created_at, public_keys, threshold, origin)
+                         VALUES ($1, $2, $3, $4, $5)
+                         ON CONFLICT (name) DO UPDATE SET public_keys = $3, threshold = $4,
+                             suspended_at = NULL, origin = $5
+                         WHERE (publishers.origin = $5 OR publishers.public_keys = '')
+                           AND (publishers.public_keys <> $3 OR publishers.threshold <> $4
+                                OR publishers.suspended_at IS NOT NULL)",
+                    )
+                    .bind(&p.name)
+                    .bind(round.now)
+                    .bind(p.public_keys.join(" "))
+                    .bind(threshold)
+                    .bind(&round.url)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    catalog_changed |= changed > 0;
+                }
+                for name in &round.gone {
+                    sqlx::query(
+                        "UPDATE publishers SET suspended_at = $1
+                         WHERE name = $2 AND origin = $3 AND suspended_at IS NULL",
+                    )
+                    .bind(round.now)
+                    .bind(name)
+                    .bind(&round.url)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                for (publisher, def, signers) in &round.versions {
+                    write::publish_in(&mut tx, publisher, def, signers, round.now).await?;
+                }
+                for (publisher, hash) in &round.yanked {
+                    write::yank_in(&mut tx, publisher, std::slice::from_ref(hash), round.now)
+                        .await?;
+                }
+                if catalog_changed {
+                    $bump(&mut tx, crate::store::Domain::Catalog).await?;
+                }
+                tuf::put_metadata_in(&mut tx, &round.files).await?;
+                sqlx::query(
+                    "INSERT INTO upstreams (url, root, timestamp, snapshot, last_attempt_at, last_success_at, report)
+                     VALUES ($1, $2, $3, $4, $5, $5, $6)
+                     ON CONFLICT (url) DO UPDATE SET root = $2, timestamp = $3, snapshot = $4,
+                         last_attempt_at = $5, last_success_at = $5, report = $6",
+                )
+                .bind(&round.url)
+                .bind(&round.root)
+                .bind(&round.timestamp)
+                .bind(&round.snapshot)
+                .bind(round.now)
+                .bind(&round.report)
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+                Ok(())
+            }
+        }
+    };
+}
+
+pub(crate) use upstream_store;
