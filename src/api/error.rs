@@ -337,6 +337,7 @@ impl From<AcceptError> for HttpError {
             ),
             A::UnknownPublisher(_) | A::NothingPublished(_) => HttpError::not_found(message),
             A::Suspended(_) => HttpError::new(StatusCode::FORBIDDEN, ErrorCode::Suspended, message),
+            A::Followed(..) => HttpError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, message),
             // Every problem with its field and line, as `validate` and the sideload API
             // give them, so the publisher's tool can show them all.
             A::Invalid(invalid) => HttpError::unprocessable(ErrorCode::InvalidDefinition, message)

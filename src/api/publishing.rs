@@ -382,6 +382,7 @@ async fn publishers(
             serde_json::json!({
                 "name": p.name,
                 "suspended": p.suspended_at.is_some(),
+                "origin": p.origin,
                 "expiring_soon": mine.iter().any(|r| r.expiring_soon),
                 "roles": mine,
             })

@@ -112,6 +112,10 @@ pub struct PluginDetail {
     /// The operator suspended the publisher: the signed index no longer vouches for the
     /// plugin and workers stop offering it; the page stays reachable and says so.
     pub suspended: bool,
+    /// The upstream marketplace its publisher is followed from (`serve --upstream`):
+    /// its roles are signed by the publisher there and served here unchanged. `null`
+    /// for a publisher registered here.
+    pub origin: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
     #[serde(skip)]
@@ -234,6 +238,7 @@ pub async fn plugin_detail(
         publisher: plugin.publisher,
         name: plugin.name,
         suspended: plugin.suspended,
+        origin: plugin.origin,
         created_at: plugin.created_at,
         updated_at: plugin.updated_at,
         definition,

@@ -205,6 +205,9 @@ async fn command(
                     p.suspended_at,
                     publishers::delegation(targets.as_ref(), &p.name, &keys, p.threshold),
                 ) {
+                    (Some(_), _) if p.origin.is_some() => {
+                        "SUSPENDED: not delegated (upstream dropped it, or `publisher suspend`)"
+                    }
                     (Some(_), _) => "SUSPENDED: not delegated; `publisher resume` restores it",
                     (None, Delegation::Missing) => "not yet in the index",
                     (None, Delegation::Current) => "index up to date",
@@ -225,8 +228,12 @@ async fn command(
                     ),
                     Some(r) => format!("\troles valid until {}", date(r.expires_at)),
                 };
+                let origin = p
+                    .origin
+                    .as_ref()
+                    .map_or_else(String::new, |o| format!("\tfollowed from {o}"));
                 println!(
-                    "{}\tthreshold {}\ttokens {}\tkeys {}\t{index}{expiry}",
+                    "{}\tthreshold {}\ttokens {}\tkeys {}\t{index}{expiry}{origin}",
                     p.name,
                     p.threshold,
                     p.active_tokens,
@@ -235,6 +242,7 @@ async fn command(
             }
         }
         PublisherCommand::RotateKey { name, keys: set } => {
+            local_only(store, &name).await?;
             let keys = set.parse()?;
             let cosign = set.cosign()?;
             let delegated = publishers::rotate(store, &name, &keys, set.threshold).await?;
@@ -251,6 +259,7 @@ async fn command(
             }
         }
         PublisherCommand::NewToken { name } => {
+            local_only(store, &name).await?;
             let token = new_token();
             store.add_token(&name, &token_hash(&token), now).await?;
             println!("API token for {name} (shown once):");
@@ -272,6 +281,17 @@ async fn command(
             let v = crate::trust::server::suspend::resume(store, &keys, &name, now).await?;
             println!("publisher {name} resumed: targets v{v} delegates to it again");
         }
+    }
+    Ok(())
+}
+
+/// Refuses to change the keys or tokens of a publisher followed from an upstream: they
+/// are the upstream's, and the next round would bring the upstream's keys back.
+async fn local_only(store: &Store, name: &str) -> anyhow::Result<()> {
+    if let Some(origin) = store.publisher(name).await?.and_then(|p| p.origin) {
+        anyhow::bail!(
+            "publisher {name} is followed from the upstream marketplace {origin}: its keys and tokens are the upstream's (it publishes there)"
+        );
     }
     Ok(())
 }

@@ -125,6 +125,9 @@ pub struct PluginRecord {
     pub updated_at: i64,
     /// Its publisher is suspended by the operator.
     pub suspended: bool,
+    /// The upstream marketplace its publisher is followed from; `None` when the
+    /// publisher is registered here.
+    pub origin: Option<String>,
 }
 
 #[derive(Debug, Clone)]

@@ -245,6 +245,9 @@ pub struct MenuRow {
 #[template(path = "plugin.html")]
 pub struct PluginPage {
     pub suspended: bool,
+    /// The upstream marketplace its publisher is followed from; empty when registered
+    /// here.
+    pub origin: String,
     /// Why Fundament cannot install the latest version (fields of the older design);
     /// empty when it can.
     pub not_installable: String,
@@ -316,6 +319,7 @@ impl PluginPage {
                 .as_ref()
                 .map(|c| (c.from_version.clone(), c.lines())),
             suspended: d.suspended,
+            origin: d.origin.clone().unwrap_or_default(),
             not_installable: d.latest.not_installable.clone().unwrap_or_default(),
             publisher_url: format!(
                 "/?{}",

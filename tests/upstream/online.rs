@@ -104,9 +104,47 @@ async fn a_downstream_serves_the_upstream_publishers_roles_under_its_own_root() 
     }
     // The upstream's gamma is left out: the local gamma speaks for the name.
     assert!(got["targets"][names[3]].is_null(), "{got}");
-    // And the catalog shows the followed plugins.
-    let (s, _) = bytes(&format!("{}/api/v1/plugins/acme/edge", downstream.url)).await;
-    assert_eq!(s, 200);
+    // The catalog shows the followed plugins and where their publisher comes from.
+    let origin = format!("{}/", upstream.url);
+    let detail: serde_json::Value =
+        reqwest::get(format!("{}/api/v1/plugins/acme/edge", downstream.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert_eq!(detail["origin"], origin.as_str(), "{detail}");
+    let page = crate::common::text(format!("{}/plugins/acme/edge", downstream.url)).await;
+    assert!(
+        page.contains(&format!(
+            "is followed from the marketplace at <a href=\"{origin}\""
+        )),
+        "{page}"
+    );
+    let local_detail: serde_json::Value =
+        reqwest::get(format!("{}/api/v1/plugins/gamma/local", downstream.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert!(local_detail["origin"].is_null(), "{local_detail}");
+    // A followed publisher's keys and tokens are the upstream's, and it cannot publish
+    // here.
+    let d = down_data.to_str().unwrap();
+    let o = marketplace(&["publisher", "new-token", "acme", "--data-dir", d]);
+    assert!(!o.status.success());
+    assert!(
+        output_text(&o).contains("is followed from the upstream marketplace"),
+        "{}",
+        output_text(&o)
+    );
+    let o = marketplace(&["publisher", "list", "--data-dir", d]);
+    assert!(
+        output_text(&o).contains(&format!("followed from {origin}")),
+        "{}",
+        output_text(&o)
+    );
 
     // A yank and a new version upstream reach the downstream.
     let key = dir.path().join("acme.pem");

@@ -182,7 +182,7 @@ impl PgStore {
     ) -> Result<Option<PluginRecord>, StoreError> {
         let row = sqlx::query(
             "SELECT p.id, p.name, p.latest_version, p.created_at, p.updated_at, pub.name AS publisher,
-                    pub.suspended_at IS NOT NULL AS suspended
+                    pub.suspended_at IS NOT NULL AS suspended, pub.origin
              FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id
              WHERE pub.name = $1 AND p.name = $2",
         )
@@ -198,6 +198,7 @@ impl PgStore {
             created_at: r.get("created_at"),
             updated_at: r.get("updated_at"),
             suspended: r.get("suspended"),
+            origin: r.get("origin"),
         }))
     }
 

@@ -136,7 +136,7 @@ impl SqliteStore {
     ) -> Result<Option<PluginRecord>, StoreError> {
         let row = sqlx::query(
             "SELECT p.id, p.name, p.latest_version, p.created_at, p.updated_at, pub.name AS publisher,
-                    pub.suspended_at IS NOT NULL AS suspended
+                    pub.suspended_at IS NOT NULL AS suspended, pub.origin
              FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id
              WHERE pub.name = ? AND p.name = ?",
         )
@@ -152,6 +152,7 @@ impl SqliteStore {
             created_at: r.get("created_at"),
             updated_at: r.get("updated_at"),
             suspended: r.get("suspended"),
+            origin: r.get("origin"),
         }))
     }
 

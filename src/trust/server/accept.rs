@@ -44,6 +44,10 @@ pub enum AcceptError {
         "publisher `{0}` is suspended by the operator; nothing it uploads is accepted until the operator resumes it"
     )]
     Suspended(String),
+    #[error(
+        "publisher `{0}` is followed from the upstream marketplace {1}: it publishes there, and this marketplace serves what it signed"
+    )]
+    Followed(String, String),
     #[error(transparent)]
     Invalid(#[from] crate::definition::InvalidDefinition),
     #[error("definition #{0} of the batch: {1}")]
@@ -178,6 +182,9 @@ async fn publisher_keys(store: &Store, name: &str) -> Result<PublisherKeys, Acce
         .publisher(name)
         .await?
         .ok_or_else(|| AcceptError::UnknownPublisher(name.into()))?;
+    if let Some(origin) = record.origin {
+        return Err(AcceptError::Followed(name.into(), origin));
+    }
     if record.suspended_at.is_some() {
         return Err(AcceptError::Suspended(name.into()));
     }
