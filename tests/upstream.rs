@@ -5,10 +5,13 @@
 //! downloads every target; the upstream publishers' role files are the same bytes on
 //! both; yanks, suspensions, new versions and a root rotation upstream reach the
 //! downstream; a sync worker of the downstream sees the upstream publishers by name.
-//! A role tampered on its way (the test's mirror in between, the named fake of these
+//! Images come along from the upstream's own `/v2/` (`images`). A role tampered on its
+//! way (the test's mirror in between, the named fake of these
 //! tests) holds back that publisher alone.
 
 mod common;
+#[path = "upstream/images.rs"]
+mod images;
 #[path = "upstream/online.rs"]
 mod online;
 

@@ -236,7 +236,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
 
-    let registry = open_registry(&args, &store).await?;
+    let registry = open_registry(&args, &store, upstream.as_ref()).await?;
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -307,10 +307,12 @@ fn read_pull_tokens(path: &std::path::Path) -> anyhow::Result<std::collections::
 }
 
 /// The blob store and registry under the data directory, and the mirror unless it is
-/// off. Images of versions stored before mirroring existed are enqueued first.
+/// off (pulling through the upstream marketplace's `/v2/` first when following one).
+/// Images of versions stored before mirroring existed are enqueued first.
 async fn open_registry(
     args: &ServeArgs,
     store: &Store,
+    upstream: Option<&crate::upstream::Upstream>,
 ) -> anyhow::Result<(
     crate::registry::Registry,
     Option<std::sync::Arc<crate::mirror::Mirror>>,
@@ -349,7 +351,10 @@ async fn open_registry(
         deadlines: args.mirror_deadlines.deadlines(),
         ..Default::default()
     };
-    let mirror = crate::mirror::Mirror::new(store.clone(), blobs, upstreams, settings);
+    let mut mirror = crate::mirror::Mirror::new(store.clone(), blobs, upstreams, settings);
+    if let Some(u) = upstream {
+        mirror = mirror.via_marketplace(&u.url);
+    }
     Ok((registry, Some(std::sync::Arc::new(mirror))))
 }
 

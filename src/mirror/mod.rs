@@ -182,6 +182,9 @@ pub struct Mirror {
     held: Mutex<std::collections::HashSet<i64>>,
     /// Blob bytes received since this mirror was made.
     received: Arc<std::sync::atomic::AtomicU64>,
+    /// The upstream marketplace a server follows: every image is pulled from its
+    /// `/v2/` first, then from the image's own registry.
+    marketplace: Option<Upstream>,
 }
 
 impl Mirror {
@@ -200,7 +203,31 @@ impl Mirror {
             clients: Mutex::new(HashMap::new()),
             held: Mutex::new(Default::default()),
             received: Default::default(),
+            marketplace: None,
         }
+    }
+
+    /// Pulls every image from the `/v2/` of the marketplace at `url` first (the upstream
+    /// a server follows: it mirrored them already), and from the image's own registry
+    /// (as the upstreams file says) when the marketplace does not have it. The
+    /// upstreams file's entry for the marketplace's host, if any, sets its TLS and
+    /// credentials; otherwise it is anonymous, over plain HTTP for an `http` URL.
+    pub fn via_marketplace(mut self, url: &url::Url) -> Mirror {
+        let Some(host) = url.host_str() else {
+            return self;
+        };
+        let authority = match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
+        let upstream = self
+            .upstreams
+            .get(&authority)
+            .cloned()
+            .unwrap_or_else(|| Upstream::marketplace(&authority, url.scheme() == "http"));
+        self.named = Arc::new(self.upstreams.named_with(Some(&authority)));
+        self.marketplace = Some(upstream);
+        self
     }
 
     /// Blob bytes received so far (layers and configs; manifests are small).
@@ -273,7 +300,12 @@ impl Mirror {
                 now,
                 now + lease,
                 n as i64,
-                self.upstreams.allowed_hosts().as_deref(),
+                // Through the marketplace every image may be found.
+                match self.marketplace {
+                    Some(_) => None,
+                    None => self.upstreams.allowed_hosts(),
+                }
+                .as_deref(),
             )
             .await?;
         self.held
@@ -372,15 +404,39 @@ impl Mirror {
         }
     }
 
+    /// Pulls the image: from the upstream marketplace first when there is one, then
+    /// from its own registry unless the upstreams file skips that host.
     async fn pull(&self, job: &MirrorJob) -> Result<pull::Pulled, MirrorError> {
+        let keys = self.cosign_keys(job).await?;
+        let home_allowed = self
+            .upstreams
+            .allowed_hosts()
+            .is_none_or(|hosts| hosts.contains(&job.host));
+        if let Some(marketplace) = &self.marketplace {
+            // The marketplace's direct name: the host first, a port as `_PORT`.
+            let repository = format!("{}/{}", job.host.replace(':', "_"), job.repository);
+            let first = self.pull_from(marketplace, &repository, job, &keys).await;
+            match first {
+                Ok(pulled) => return Ok(pulled),
+                Err(e @ MirrorError::Store(_)) => return Err(e),
+                Err(e) if !home_allowed => return Err(e),
+                Err(e) => {
+                    tracing::info!(image = %format!("{}/{}@{}", job.host, job.repository, job.digest), error = %e, "not from the upstream marketplace; trying the image's registry");
+                }
+            }
+        }
         let upstream = self
             .upstreams
             .get(&job.host)
             .cloned()
             .unwrap_or_else(|| Upstream::default_for(&job.host));
-        let client = self.client(&upstream)?;
-        // Keys were checked when registered; one that no longer parses counts as absent
-        // from the policy but is reported, so the image is not served unverified by it.
+        self.pull_from(&upstream, &job.repository, job, &keys).await
+    }
+
+    /// The cosign keys one of which must have signed the image. Keys were checked when
+    /// registered; one that no longer parses counts as absent from the policy but is
+    /// reported, so the image is not served unverified by it.
+    async fn cosign_keys(&self, job: &MirrorJob) -> Result<Vec<signature::CosignKey>, MirrorError> {
         let mut keys = Vec::new();
         for (id, pem) in self.store.cosign_keys_for_image(job.id).await? {
             let key = signature::CosignKey::parse(&pem).map_err(|why| MirrorError::Signature {
@@ -390,10 +446,22 @@ impl Mirror {
             })?;
             keys.push(key);
         }
+        Ok(keys)
+    }
+
+    async fn pull_from(
+        &self,
+        upstream: &Upstream,
+        repository: &str,
+        job: &MirrorJob,
+        keys: &[signature::CosignKey],
+    ) -> Result<pull::Pulled, MirrorError> {
+        let client = self.client(upstream)?;
         pull::Puller {
             received: &self.received,
-            keys: &keys,
+            keys,
             from: upstream.pull_from(),
+            repository,
             client: &client,
             deadlines: self.settings.deadlines,
             blobs: &*self.blobs,

@@ -26,8 +26,12 @@ pub(super) struct Pulled {
 }
 
 pub(super) struct Puller<'a> {
-    /// The registry pulled from: the job's host, or the endpoint configured for it.
+    /// The registry pulled from: the job's host, the endpoint configured for it, or the
+    /// upstream marketplace's `/v2/`.
     pub from: &'a str,
+    /// The repository there: the job's, or the marketplace's name for it
+    /// (`HOST/PATH`).
+    pub repository: &'a str,
     pub client: &'a Client,
     pub deadlines: Deadlines,
     pub blobs: &'a dyn BlobStore,
@@ -42,7 +46,7 @@ pub(super) struct Puller<'a> {
 
 impl Puller<'_> {
     fn place(&self) -> String {
-        format!("{}/{}", self.from, self.job.repository)
+        format!("{}/{}", self.from, self.repository)
     }
 
     pub async fn pull(&self) -> Result<Pulled, MirrorError> {
@@ -196,12 +200,7 @@ impl Puller<'_> {
         let what = || format!("{}:{reference}", self.place());
         let bytes = match self
             .client
-            .manifest(
-                &self.job.repository,
-                reference,
-                &ACCEPTED,
-                MAX_MANIFEST_BYTES,
-            )
+            .manifest(&self.repository, reference, &ACCEPTED, MAX_MANIFEST_BYTES)
             .await
         {
             Ok(Some((bytes, _))) => bytes,
@@ -256,7 +255,7 @@ impl Puller<'_> {
         let what = || format!("{}@{pinned} referrers", self.place());
         let fetched = self
             .client
-            .referrers(&self.job.repository, pinned.as_str(), MAX_MANIFEST_BYTES)
+            .referrers(&self.repository, pinned.as_str(), MAX_MANIFEST_BYTES)
             .await
             .map_err(|error| MirrorError::Fetch {
                 what: what(),
@@ -269,7 +268,7 @@ impl Puller<'_> {
                 match self
                     .client
                     .manifest(
-                        &self.job.repository,
+                        &self.repository,
                         &tag,
                         &[crate::registry::manifest::OCI_INDEX],
                         MAX_MANIFEST_BYTES,
@@ -344,7 +343,7 @@ impl Puller<'_> {
         let transfer = async {
             let response = self
                 .client
-                .blob(&self.job.repository, d.digest.as_str())
+                .blob(&self.repository, d.digest.as_str())
                 .await
                 .map_err(|error| MirrorError::Fetch {
                     what: what(),

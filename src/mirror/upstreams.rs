@@ -230,12 +230,19 @@ impl Upstreams {
     /// the mirror may reach on a non-public address. A `redirects` entry is not one of
     /// them: a CDN on a private network is listed as an upstream too.
     pub fn named(&self) -> Named {
-        Named::new(self.by_host.values().flat_map(|u| {
-            [Some(&u.host), u.endpoint.as_ref()]
-                .into_iter()
+        self.named_with(None)
+    }
+
+    /// [`Upstreams::named`] and `extra` (the upstream marketplace a server follows).
+    pub fn named_with(&self, extra: Option<&str>) -> Named {
+        Named::new(
+            self.by_host
+                .values()
+                .flat_map(|u| [Some(&u.host), u.endpoint.as_ref()])
+                .chain([extra.map(str::to_owned).as_ref()])
                 .flatten()
-                .filter_map(|h| HostPattern::parse(h))
-        }))
+                .filter_map(|h| HostPattern::parse(h)),
+        )
     }
 }
 
@@ -249,6 +256,15 @@ impl Upstream {
             redirects: Vec::new(),
             ca: None,
             auth: None,
+        }
+    }
+
+    /// The `/v2/` of an upstream marketplace at `authority` (`host[:port]`), anonymous:
+    /// plain HTTP when `insecure`.
+    pub fn marketplace(authority: &str, insecure: bool) -> Upstream {
+        Upstream {
+            insecure,
+            ..Upstream::default_for(authority)
         }
     }
 

@@ -1,0 +1,139 @@
+//! Images come along: the downstream mirrors each followed definition's image from the
+//! upstream marketplace's own `/v2/`, so the image's registry may be out of reach (here
+//! stopped before the downstream starts); skopeo then pulls every platform and the
+//! signature from the downstream with the upstream stopped too.
+
+use std::time::{Duration, Instant};
+
+use super::{publisher, repo, until_round};
+use crate::common::oci::{self, Upstream};
+use crate::common::publishing::{Client, definition, with_image};
+use crate::common::{Server, trusted_root};
+
+/// Waits until `server`'s `/v2/` serves `name`'s manifest `digest`.
+async fn until_served(url: &str, name: &str, digest: &str) {
+    let manifest = format!("{url}/v2/{name}/manifests/{digest}");
+    let started = Instant::now();
+    loop {
+        let r = reqwest::Client::new().head(&manifest).send().await.unwrap();
+        if r.status() == 200 {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "{name}@{digest} not served by {url}: {}",
+            r.status()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn images_are_mirrored_from_the_upstream_marketplace() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Upstream::start(&dir.path().join("registry"), None);
+    let (layout, index) = oci::two_platform(&dir.path().join("image"), "v1", 100_000);
+    let digest = oci::digest(&index);
+    registry.push(&layout.dir, "v1", "acme/tool");
+    let (sig, tag, sig_manifest) = oci::signature(
+        &dir.path().join("sig"),
+        &format!("{}/acme/tool", registry.addr),
+        &digest,
+        |_| "c2lnbmF0dXJl".into(),
+    );
+    registry.push(&sig.dir, &tag, "acme/tool");
+
+    // The upstream mirrors from the registry.
+    let (up_data, up) = repo(&dir.path().join("up"), &["acme", "beta"]);
+    let up_upstreams = dir.path().join("up-upstreams.yaml");
+    std::fs::write(
+        &up_upstreams,
+        format!(
+            "otherHosts: skip\nupstreams:\n  - host: {}\n    insecure: true\n",
+            registry.addr
+        ),
+    )
+    .unwrap();
+    let upstream = Server::start_with(
+        &up_data,
+        &[
+            "--mirror",
+            "on",
+            "--upstreams",
+            up_upstreams.to_str().unwrap(),
+        ],
+    );
+    let image = format!("{}/acme/tool@{digest}", registry.addr);
+    let edge = with_image(&definition("gateway", "edge", "1.0.0"), &image);
+    let client = Client::new(&upstream.url);
+    let (status, body) = client
+        .publish_as("acme", &up[0].1, &edge, &[&up[0].0])
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let store = definition("storage", "store", "1.0.0");
+    let (status, body) = client
+        .publish_as("beta", &up[1].1, &store, &[&up[1].0])
+        .await;
+    assert_eq!(status, 201, "{body}");
+    let name = format!("{}/acme/tool", registry.addr.replace(':', "_"));
+    until_served(&upstream.url, &name, &digest).await;
+    // The image's own registry is gone before the downstream ever starts.
+    drop(registry);
+
+    // The downstream knows no registry at all: only its upstream marketplace.
+    let (down_data, _) = repo(&dir.path().join("down"), &[]);
+    let down_upstreams = dir.path().join("down-upstreams.yaml");
+    std::fs::write(&down_upstreams, "otherHosts: skip\nupstreams: []\n").unwrap();
+    let up_root = dir.path().join("up-root.json");
+    std::fs::write(&up_root, trusted_root(&upstream.url).await).unwrap();
+    let downstream = Server::start_with(
+        &down_data,
+        &[
+            "--upstream",
+            &upstream.url,
+            "--upstream-root",
+            up_root.to_str().unwrap(),
+            "--upstream-interval",
+            "1s",
+            "--mirror",
+            "on",
+            "--upstreams",
+            down_upstreams.to_str().unwrap(),
+        ],
+    );
+    until_round(&downstream.url, "following acme", |r| {
+        publisher(r, "acme")["status"] == "followed"
+    })
+    .await;
+    until_served(&downstream.url, &name, &digest).await;
+    drop(upstream);
+
+    // skopeo pulls every platform back from the downstream alone, digests preserved.
+    let out = dir.path().join("pulled");
+    let ours = downstream.url.trim_start_matches("http://");
+    oci::skopeo(&[
+        "copy",
+        "--all",
+        "--preserve-digests",
+        "--src-tls-verify=false",
+        &format!("docker://{ours}/{name}@{digest}"),
+        &format!("oci:{}:pulled", out.display()),
+    ]);
+    let mut expected = layout.blobs.clone();
+    expected.sort();
+    assert_eq!(oci::layout_blobs(&out), expected);
+    // The signature came along under its tag.
+    let r = reqwest::get(format!("{}/v2/{name}/manifests/{tag}", downstream.url))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.bytes().await.unwrap().as_ref(), sig_manifest.as_slice());
+    let detail: serde_json::Value =
+        reqwest::get(format!("{}/api/v1/plugins/acme/edge", downstream.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert_eq!(detail["latest"]["mirror"]["status"], "mirrored", "{detail}");
+}
