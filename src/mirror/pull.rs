@@ -200,7 +200,7 @@ impl Puller<'_> {
         let what = || format!("{}:{reference}", self.place());
         let bytes = match self
             .client
-            .manifest(&self.repository, reference, &ACCEPTED, MAX_MANIFEST_BYTES)
+            .manifest(self.repository, reference, &ACCEPTED, MAX_MANIFEST_BYTES)
             .await
         {
             Ok(Some((bytes, _))) => bytes,
@@ -255,7 +255,7 @@ impl Puller<'_> {
         let what = || format!("{}@{pinned} referrers", self.place());
         let fetched = self
             .client
-            .referrers(&self.repository, pinned.as_str(), MAX_MANIFEST_BYTES)
+            .referrers(self.repository, pinned.as_str(), MAX_MANIFEST_BYTES)
             .await
             .map_err(|error| MirrorError::Fetch {
                 what: what(),
@@ -268,7 +268,7 @@ impl Puller<'_> {
                 match self
                     .client
                     .manifest(
-                        &self.repository,
+                        self.repository,
                         &tag,
                         &[crate::registry::manifest::OCI_INDEX],
                         MAX_MANIFEST_BYTES,
@@ -343,7 +343,7 @@ impl Puller<'_> {
         let transfer = async {
             let response = self
                 .client
-                .blob(&self.repository, d.digest.as_str())
+                .blob(self.repository, d.digest.as_str())
                 .await
                 .map_err(|error| MirrorError::Fetch {
                     what: what(),
