@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod blob;
+pub mod bundle;
 pub mod catalog;
 pub mod cli;
 pub mod clock;

@@ -5,10 +5,12 @@
 //! downloads every target; the upstream publishers' role files are the same bytes on
 //! both; yanks, suspensions, new versions and a root rotation upstream reach the
 //! downstream; a sync worker of the downstream sees the upstream publishers by name.
-//! Images come along from the upstream's own `/v2/` (`images`). A role tampered on its
+//! Bundles carry it all into a site without network (`bundle`). Images come along from the upstream's own `/v2/` (`images`). A role tampered on its
 //! way (the test's mirror in between, the named fake of these
 //! tests) holds back that publisher alone.
 
+#[path = "upstream/bundle.rs"]
+mod bundle;
 mod common;
 #[path = "upstream/images.rs"]
 mod images;

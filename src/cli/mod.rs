@@ -1,6 +1,7 @@
 //! The `marketplace` command line. Each subcommand is a thin layer over the library;
 //! this is the only place (with background tasks) that uses `anyhow`.
 
+mod bundle;
 mod database;
 mod db;
 mod follow;
@@ -72,6 +73,9 @@ enum Command {
     Sync(sync::SyncArgs),
     /// Databases: copy an installation into a new one (SQLite to PostgreSQL, or back).
     Db(db::DbArgs),
+    /// Bundles for sites with no network: the signed index and images in one file,
+    /// created on a connected marketplace and imported on an air-gapped one.
+    Bundle(bundle::BundleArgs),
 }
 
 pub fn run() -> ExitCode {
@@ -92,6 +96,7 @@ pub fn run() -> ExitCode {
         Command::Yank(args) => report(yank::run(args)),
         Command::Resign(args) => report(resign::run(args)),
         Command::Db(args) => report(db::run(args)),
+        Command::Bundle(args) => report(bundle::run(args)),
         Command::Mirror(args) => match mirror::run(args) {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::FAILURE,

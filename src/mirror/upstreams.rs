@@ -122,6 +122,15 @@ pub struct Upstreams {
 }
 
 impl Upstreams {
+    /// No registry at all: every image comes from a marketplace's `/v2/` (a bundle
+    /// being imported) or not at all.
+    pub fn none() -> Upstreams {
+        Upstreams {
+            other_hosts: OtherHosts::Skip,
+            by_host: HashMap::new(),
+        }
+    }
+
     /// Reads `path`; relative `caFile` and `passwordFile` paths are relative to it.
     pub fn load(path: &Path) -> Result<Upstreams, UpstreamsError> {
         let read = |p: &Path, max: u64| -> Result<Vec<u8>, UpstreamsError> {

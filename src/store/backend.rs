@@ -16,9 +16,10 @@ use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
 use super::{
     Content, Definition, Domain, Facets, Inserted, LinkKind, ListedPlugin, ListingRow, MirrorJob,
-    MirrorStatus, Page, PluginQuery, PluginRecord, PluginRef, PluginSummary, PublisherRecord,
-    Referrer, ReviewEventRow, ReviewVersionRow, ReviewerRow, ServedManifest, Store, StoreError,
-    StoredMetadata, Transition, Transitioned, Upload, UpstreamRound, UpstreamRow, VersionRecord,
+    MirrorStatus, MirroredImage, Page, PluginQuery, PluginRecord, PluginRef, PluginSummary,
+    PublisherRecord, Referrer, ReviewEventRow, ReviewVersionRow, ReviewerRow, ServedManifest,
+    Store, StoreError, StoredMetadata, Transition, Transitioned, Upload, UpstreamRound,
+    UpstreamRow, VersionRecord,
 };
 
 /// The backend a [`Store`] runs on.
@@ -374,6 +375,8 @@ store_traits! {
         /// Every version of the publishers followed from `url`: publisher, hash, and
         /// whether it is yanked here.
         fn upstream_versions(&self, url: &str) -> Vec<(String, String, bool)>;
+        /// What a mirrored image consists of and its tags; `None` unless mirrored.
+        fn mirrored_content(&self, host: &str, repository: &str, digest: &str) -> Option<MirroredImage>;
         /// Records a round that failed before anything could be applied; what is
         /// trusted stays (`root` starts the row of an upstream never followed).
         fn record_upstream_failure(&self, url: &str, root: &[u8], report: &str, now: i64) -> ();

@@ -42,7 +42,7 @@ pub use review::{
     Transitioned, Upload,
 };
 pub use tuf::StoredMetadata;
-pub use upstream::{FollowedPublisher, UpstreamRound, UpstreamRow};
+pub use upstream::{FollowedPublisher, MirroredImage, UpstreamRound, UpstreamRow};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -24,6 +24,13 @@ pub struct UpstreamRow {
     pub report: String,
 }
 
+/// What a mirrored image consists of and its tags (`tag`, `digest`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MirroredImage {
+    pub content: Vec<crate::store::Content>,
+    pub tags: Vec<(String, String)>,
+}
+
 /// A publisher the upstream delegates to, with the keys and threshold of that
 /// delegation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,6 +112,59 @@ macro_rules! upstream_store {
                 .bind(url)
                 .fetch_all(&self.pool)
                 .await?)
+            }
+
+            /// What a mirrored image consists of (every manifest and blob) and its tags;
+            /// `None` unless the image is mirrored.
+            pub(crate) async fn mirrored_content(
+                &self,
+                host: &str,
+                repository: &str,
+                digest: &str,
+            ) -> Result<Option<crate::store::MirroredImage>, StoreError> {
+                use sqlx::Row;
+                let id: Option<i64> = sqlx::query_scalar(
+                    "SELECT id FROM mirror_images
+                     WHERE host = $1 AND repository = $2 AND digest = $3 AND status = 'mirrored'",
+                )
+                .bind(host)
+                .bind(repository)
+                .bind(digest)
+                .fetch_optional(&self.pool)
+                .await?;
+                let Some(id) = id else {
+                    return Ok(None);
+                };
+                let rows = sqlx::query(
+                    "SELECT digest, kind, media_type, size, subject, artifact_type, annotations
+                     FROM mirror_content WHERE image_id = $1 ORDER BY digest",
+                )
+                .bind(id)
+                .fetch_all(&self.pool)
+                .await?;
+                let content = rows
+                    .iter()
+                    .map(|r| crate::store::Content {
+                        digest: r.get("digest"),
+                        kind: if r.get::<String, _>("kind") == "manifest" {
+                            crate::store::ContentKind::Manifest
+                        } else {
+                            crate::store::ContentKind::Blob
+                        },
+                        media_type: r.get("media_type"),
+                        size: r.get::<i64, _>("size").try_into().unwrap_or(0),
+                        subject: r.get("subject"),
+                        artifact_type: r.get("artifact_type"),
+                        annotations: r.get("annotations"),
+                    })
+                    .collect();
+                let tags: Vec<(String, String)> = sqlx::query_as(
+                    "SELECT tag, digest FROM mirror_tags WHERE image_id = $1 ORDER BY tag",
+                )
+                .bind(id)
+                .fetch_all(&self.pool)
+                .await?;
+                Ok(Some(crate::store::MirroredImage { content, tags }))
             }
 
             /// Records a round that failed before anything could be applied: when, and

@@ -16,13 +16,16 @@ use serde::{Deserialize, Serialize};
 use url::Url;
 
 pub use filter::{Filter, FilterError};
-pub use round::follow;
+pub use round::{Mode, follow, follow_with};
 
 /// The upstream a server follows.
 #[derive(Debug, Clone)]
 pub struct Upstream {
-    /// Where its `/tuf/` is: the marketplace's base URL, ending in `/`.
+    /// Where its `/tuf/` is fetched from: the marketplace's base URL, ending in `/`
+    /// (for a bundle being imported, the loopback server that serves it).
     pub url: Url,
+    /// The name its state and publishers are kept under: the URL as configured.
+    pub origin: String,
     /// The root the operator configured (`--upstream-root`): trusted until the first
     /// round verifies a newer one.
     pub root: Vec<u8>,
@@ -67,6 +70,7 @@ impl Upstream {
                     })
             })?;
         Ok(Upstream {
+            origin: parsed.to_string(),
             url: parsed,
             root,
             filter,
@@ -75,7 +79,15 @@ impl Upstream {
 
     /// The key its state and publishers are stored under: the URL as configured.
     pub fn key(&self) -> &str {
-        self.url.as_str()
+        &self.origin
+    }
+
+    /// The same upstream, its files fetched from `url` (a bundle served on loopback).
+    pub fn fetched_from(&self, url: Url) -> Upstream {
+        Upstream {
+            url,
+            ..self.clone()
+        }
     }
 }
 
@@ -90,6 +102,9 @@ pub enum UpstreamError {
     NotInitialized,
     #[error("another change to the index landed meanwhile; the next round applies the upstream's")]
     Conflict,
+    /// A strict round (a bundle) found publishers that did not verify: nothing applied.
+    #[error("nothing was applied: {0}")]
+    HeldBack(String),
     #[error(transparent)]
     Trust(#[from] crate::trust::TrustError),
     #[error(transparent)]

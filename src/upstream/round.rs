@@ -25,6 +25,16 @@ struct Candidate {
     listed: Vec<Listed>,
 }
 
+/// How a round judges what it fetched.
+#[derive(Debug, Clone, Copy)]
+pub struct Mode {
+    /// The time metadata expiry is checked at (now, online; a bundle's creation time).
+    pub verify_at: i64,
+    /// Any publisher that does not verify fails the whole round (a bundle: a tampered
+    /// one changes nothing), where online it is held back alone.
+    pub strict: bool,
+}
+
 /// Follows `upstream` once: verifies its index and applies it. The report is stored
 /// with the upstream (a failed round's too) and returned.
 pub async fn follow(
@@ -34,12 +44,28 @@ pub async fn follow(
     upstream: &Upstream,
     now: i64,
 ) -> Result<Report, UpstreamError> {
+    let mode = Mode {
+        verify_at: now,
+        strict: false,
+    };
+    follow_with(store, signer, fetcher, upstream, mode, now).await
+}
+
+/// [`follow`] in `mode`.
+pub async fn follow_with(
+    store: &Store,
+    signer: &Signer,
+    fetcher: &Fetcher,
+    upstream: &Upstream,
+    mode: Mode,
+    now: i64,
+) -> Result<Report, UpstreamError> {
     let mut report = Report {
         upstream: upstream.key().to_owned(),
         at: now,
         ..Default::default()
     };
-    match round(store, signer, fetcher, upstream, &mut report, now).await {
+    match round(store, signer, fetcher, upstream, &mut report, mode, now).await {
         Ok(()) => Ok(report),
         Err(e) => {
             report.error = Some(e.to_string());
@@ -60,6 +86,7 @@ async fn round(
     fetcher: &Fetcher,
     upstream: &Upstream,
     report: &mut Report,
+    mode: Mode,
     now: i64,
 ) -> Result<(), UpstreamError> {
     let url = upstream.key();
@@ -70,7 +97,14 @@ async fn round(
         timestamp: trusted.as_ref().and_then(|t| t.timestamp.as_deref()),
         snapshot: trusted.as_ref().and_then(|t| t.snapshot.as_deref()),
     };
-    let index = client::refresh(fetcher, &upstream.url, state, &Limits::default(), now).await?;
+    let index = client::refresh(
+        fetcher,
+        &upstream.url,
+        state,
+        &Limits::default(),
+        mode.verify_at,
+    )
+    .await?;
     report.upstream_root = index.root.typed.signed.version.get();
     report.upstream_snapshot = index.snapshot.typed.signed.version.get();
 
@@ -262,6 +296,15 @@ async fn round(
         }
     }
     report.publishers.sort_by(|a, b| a.name.cmp(&b.name));
+    if mode.strict && !held.is_empty() {
+        let why: Vec<String> = report
+            .publishers
+            .iter()
+            .filter(|p| p.status == Status::HeldBack)
+            .map(|p| format!("{}: {}", p.name, p.reason.as_deref().unwrap_or("")))
+            .collect();
+        return Err(UpstreamError::HeldBack(why.join("; ")));
+    }
     let files = sign_round(&signer.keys, &state, &change, now).await?;
     report.snapshot = files
         .iter()

@@ -11,7 +11,7 @@ use crate::common::publishing::{Client, definition, with_image};
 use crate::common::{Server, trusted_root};
 
 /// Waits until `server`'s `/v2/` serves `name`'s manifest `digest`.
-async fn until_served(url: &str, name: &str, digest: &str) {
+pub async fn until_served(url: &str, name: &str, digest: &str) {
     let manifest = format!("{url}/v2/{name}/manifests/{digest}");
     let started = Instant::now();
     loop {
