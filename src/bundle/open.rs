@@ -42,15 +42,19 @@ pub fn read_toc(path: &Path) -> Result<Toc, BundleError> {
 }
 
 fn parse_toc(bytes: Vec<u8>) -> Result<Toc, BundleError> {
-    let toc: Toc =
-        serde_json::from_slice(&bytes).map_err(|e| BundleError::Invalid(format!("{TOC}: {e}")))?;
-    if toc.format != FORMAT {
+    // The format first, so a newer bundle is named as such rather than as malformed.
+    #[derive(serde::Deserialize)]
+    struct Format {
+        format: u32,
+    }
+    let bad = |e: serde_json::Error| BundleError::Invalid(format!("{TOC}: {e}"));
+    let Format { format } = serde_json::from_slice(&bytes).map_err(bad)?;
+    if format != FORMAT {
         return Err(BundleError::Invalid(format!(
-            "{TOC}: format {} (this marketplace reads format {FORMAT})",
-            toc.format
+            "{TOC}: format {format} (this marketplace reads format {FORMAT}; a newer marketplace made it)"
         )));
     }
-    Ok(toc)
+    serde_json::from_slice(&bytes).map_err(bad)
 }
 
 fn read_capped(entry: impl Read, max: u64, what: &str) -> Result<Vec<u8>, BundleError> {
@@ -195,5 +199,107 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tar of `entries` (name, bytes, kind) written with raw header names, so hostile
+    /// names the `tar` crate would refuse to write can be crafted.
+    fn tar_of(entries: &[(&str, &[u8], tar::EntryType)]) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let mut b = tar::Builder::new(std::fs::File::create(file.path()).unwrap());
+        for (name, bytes, kind) in entries {
+            let mut h = tar::Header::new_gnu();
+            let raw = &mut h.as_old_mut().name;
+            raw[..name.len()].copy_from_slice(name.as_bytes());
+            h.set_size(bytes.len() as u64);
+            h.set_entry_type(*kind);
+            h.set_mode(0o644);
+            h.set_cksum();
+            b.append(&h, *bytes).unwrap();
+        }
+        b.finish().unwrap();
+        file
+    }
+
+    fn toc() -> Vec<u8> {
+        serde_json::to_vec(&Toc {
+            format: FORMAT,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    fn refused(entries: &[(&str, &[u8], tar::EntryType)]) -> String {
+        let file = tar_of(entries);
+        let dir = tempfile::tempdir().unwrap();
+        let err = extract(file.path(), dir.path()).unwrap_err().to_string();
+        // Nothing was written outside the directory.
+        assert!(!dir.path().parent().unwrap().join("evil").exists());
+        err
+    }
+
+    #[test]
+    fn hostile_entries_are_refused_by_name() {
+        let toc = toc();
+        let regular = tar::EntryType::Regular;
+        let err = refused(&[("tuf/metadata/1.root.json", b"{}", regular)]);
+        assert!(err.contains("not bundle.json"), "{err}");
+        let err = refused(&[("bundle.json", &toc, regular), ("../evil", b"x", regular)]);
+        assert!(err.contains("not a place in a bundle"), "{err}");
+        let err = refused(&[
+            ("bundle.json", &toc, regular),
+            ("tuf/../../evil", b"x", regular),
+        ]);
+        assert!(err.contains("not a place in a bundle"), "{err}");
+        let err = refused(&[
+            ("bundle.json", &toc, regular),
+            ("tuf/metadata/x.json", b"", tar::EntryType::Symlink),
+        ]);
+        assert!(err.contains("only regular files"), "{err}");
+        let err = refused(&[
+            ("bundle.json", &toc, regular),
+            ("tuf/metadata/a.json", b"1", regular),
+            ("tuf/metadata/a.json", b"2", regular),
+        ]);
+        assert!(err.contains("twice"), "{err}");
+        let err = refused(&[("bundle.json", br#"{"format": 99}"#, regular)]);
+        assert!(err.contains("format"), "{err}");
+        let big = vec![b'x'; MAX_TARGET_BYTES as usize + 1];
+        let err = refused(&[
+            ("bundle.json", &toc, regular),
+            ("tuf/targets/a/b/c.yaml", &big, regular),
+        ]);
+        assert!(err.contains("over"), "{err}");
+    }
+
+    #[test]
+    fn a_blob_must_hash_to_its_name() {
+        let toc = toc();
+        let regular = tar::EntryType::Regular;
+        let good = hex::encode(Sha256::digest(b"layer"));
+        let file = tar_of(&[
+            ("bundle.json", &toc, regular),
+            (&format!("oci/blobs/sha256/{good}"), b"layer", regular),
+        ]);
+        let dir = tempfile::tempdir().unwrap();
+        extract(file.path(), dir.path()).unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("oci/blobs/sha256").join(&good)).unwrap(),
+            b"layer"
+        );
+        let err = refused(&[
+            ("bundle.json", &toc, regular),
+            (&format!("oci/blobs/sha256/{good}"), b"laYer", regular),
+        ]);
+        assert!(err.starts_with("tampered:"), "{err}");
+        let err = refused(&[
+            ("bundle.json", &toc, regular),
+            ("oci/blobs/sha256/XYZ", b"x", regular),
+        ]);
+        assert!(err.contains("not a place"), "{err}");
     }
 }

@@ -159,3 +159,46 @@ pub fn listed_versions(state: &State) -> HashMap<String, u64> {
         .filter_map(|(k, m)| Some((k.strip_suffix(".json")?.to_owned(), m.version.get())))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trust::SigningKey;
+    use tough::schema::{PathPattern, PathSet};
+
+    fn delegations(role: DelegatedRole, keys: &[PublicKey]) -> Delegations {
+        let mut d = Delegations::new();
+        d.keys.extend(keys.iter().map(PublicKey::tuf_entry));
+        d.roles.push(role);
+        d
+    }
+
+    #[test]
+    fn an_upstream_delegation_is_taken_only_as_this_marketplace_writes_it() {
+        let key = SigningKey::generate().unwrap().public();
+        let good = publisher_delegation("acme", std::slice::from_ref(&key), 1).unwrap();
+        let d = check_delegation(
+            &delegations(good.clone(), std::slice::from_ref(&key)),
+            "acme",
+        )
+        .unwrap();
+        assert_eq!((d.keys, d.threshold), (vec![key.clone()], 1));
+
+        // Wider paths would let acme's keys sign other publishers' targets here.
+        let mut wide = good.clone();
+        wide.paths = PathSet::Paths(vec![PathPattern::new("*").unwrap()]);
+        let err =
+            check_delegation(&delegations(wide, std::slice::from_ref(&key)), "acme").unwrap_err();
+        assert!(err.contains("paths acme/*/*"), "{err}");
+        // Not terminating: clients would look past it.
+        let mut open = good.clone();
+        open.terminating = false;
+        assert!(check_delegation(&delegations(open, std::slice::from_ref(&key)), "acme").is_err());
+        // A key the delegation names but does not list.
+        let err = check_delegation(&delegations(good.clone(), &[]), "acme").unwrap_err();
+        assert!(err.contains("is not listed"), "{err}");
+        // Not delegated at all.
+        let err = check_delegation(&delegations(good, &[key]), "beta").unwrap_err();
+        assert!(err.contains("does not delegate to beta"), "{err}");
+    }
+}
