@@ -137,6 +137,20 @@ pub struct Report {
     #[serde(default)]
     pub snapshot: Option<u64>,
     pub publishers: Vec<PublisherReport>,
+    /// Where the round's time went, in milliseconds.
+    #[serde(default)]
+    pub phases: Phases,
+}
+
+/// Milliseconds a round spent on each part.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Phases {
+    /// The TUF refresh: root, timestamp, snapshot, targets, every publisher's roles.
+    pub metadata: u64,
+    /// New definitions downloaded, checked and parsed.
+    pub definitions: u64,
+    /// The local index signed and the round stored.
+    pub store: u64,
 }
 
 /// One upstream publisher in a round.

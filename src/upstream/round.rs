@@ -90,6 +90,8 @@ async fn round(
     now: i64,
 ) -> Result<(), UpstreamError> {
     let url = upstream.key();
+    let started = std::time::Instant::now();
+    let ms = |t: std::time::Instant| t.elapsed().as_millis() as u64;
     let trusted = store.upstream(url).await?;
     let root = trusted.as_ref().map_or(&upstream.root, |t| &t.root);
     let state = TrustedState {
@@ -105,6 +107,7 @@ async fn round(
         mode.verify_at,
     )
     .await?;
+    report.phases.metadata = ms(started);
     report.upstream_root = index.root.typed.signed.version.get();
     report.upstream_snapshot = index.snapshot.typed.signed.version.get();
 
@@ -226,6 +229,7 @@ async fn round(
         }
     }
     let consistent = index.root.typed.signed.consistent_snapshot;
+    let phase = std::time::Instant::now();
     let fetched = fetch_all(fetcher, &upstream.url, consistent, wanted)
         .await
         .map_err(|e| ClientError::new(client::Failure::Unreachable, e))?;
@@ -240,6 +244,8 @@ async fn round(
         }
     }
 
+    report.phases.definitions = ms(phase);
+    let phase = std::time::Instant::now();
     let _guard = signer.lock.lock().await;
     let state = current(store).await?.ok_or(UpstreamError::NotInitialized)?;
     let served = listed_versions(&state);
@@ -310,6 +316,7 @@ async fn round(
         .iter()
         .find(|f| f.role == "snapshot")
         .map(|f| f.version);
+    // The store's time is known only after the write: the stored report has it 0.
     let round = UpstreamRound {
         url: url.to_owned(),
         root: index.root.bytes,
@@ -324,6 +331,7 @@ async fn round(
         now,
     };
     store.follow_upstream(&round).await?;
+    report.phases.store = ms(phase);
     Ok(())
 }
 
