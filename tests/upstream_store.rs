@@ -8,12 +8,15 @@ mod common;
 
 use common::backends::conformance;
 use common::publishing::definition;
-use marketplace::store::{FollowedPublisher, Store, StoreError, StoredMetadata, UpstreamRound};
+use marketplace::store::{
+    FollowedPublisher, PluginQuery, Store, StoreError, StoredMetadata, UpstreamRound,
+};
 
 type Backend = common::backends::Backend<Store>;
 
 conformance!(
     a_round_is_stored_whole_or_not_at_all,
+    many_new_plugins_are_stored_as_one_by_one,
     yanks_and_dropped_publishers_follow_the_upstream,
     a_publisher_registered_here_is_never_taken_over,
     a_failed_round_keeps_what_is_trusted,
@@ -205,4 +208,126 @@ async fn a_failed_round_keeps_what_is_trusted(b: Backend) {
         (Some(400), Some(200))
     );
     assert_eq!(row.report, "unreachable");
+}
+
+/// A cold round writes plugins new to the store with multi-row statements; what the
+/// catalog then reads (listing, search, tags, versions, dependency links, mirror jobs)
+/// is what publishing the same definitions one by one gives, on the same backend.
+async fn many_new_plugins_are_stored_as_one_by_one(b: Backend) {
+    let defs: Vec<_> = (0..450)
+        .map(|i| {
+            definition(
+                ["gateway", "storage", "cert-manager"][i % 3],
+                &format!("p-{i:03}"),
+                "1.0.0",
+            )
+        })
+        .chain([
+            definition("gateway", "p-000", "1.1.0"),
+            definition("gateway", "p-000", "2.0.0-rc.1"),
+        ])
+        .collect();
+    b.store
+        .follow_upstream(&UpstreamRound {
+            versions: defs
+                .iter()
+                .map(|d| ("beta".into(), d.clone(), "k1".into()))
+                .collect(),
+            ..round(vec![file("beta", 1, "role")])
+        })
+        .await
+        .unwrap();
+    // Another database on the same backend.
+    let other = match b.db {
+        marketplace::db::Database::Sqlite(_) => Backend::sqlite().await,
+        _ => Backend::postgres().await,
+    };
+    let one_by_one = &other.store;
+    for d in &defs {
+        one_by_one.insert_version("beta", d, 200).await.unwrap();
+    }
+    let everything = |terms: &[&str], tag: Option<&str>| PluginQuery {
+        terms: terms.iter().map(|t| t.to_string()).collect(),
+        tag: tag.map(str::to_owned),
+        per_page: 1000,
+        ..Default::default()
+    };
+    for q in [
+        everything(&[], None),
+        everything(&["p-01"], None),
+        everything(&["gateway"], None),
+        everything(&[], Some("networking")),
+    ] {
+        let bulk = b.store.list_plugins(&q).await.unwrap();
+        let single = one_by_one.list_plugins(&q).await.unwrap();
+        let names = |p: &marketplace::store::Page<marketplace::store::PluginSummary>| {
+            p.items
+                .iter()
+                .map(|s| {
+                    (
+                        s.name.clone(),
+                        s.latest_version.clone(),
+                        s.display_name.clone(),
+                        s.tags.clone(),
+                        s.internet_access,
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(bulk.total, single.total, "{:?}", q.terms);
+        assert_eq!(names(&bulk), names(&single), "{:?}", q.terms);
+    }
+    let p = b.store.plugin("beta", "p-000").await.unwrap().unwrap();
+    assert_eq!(p.latest_version.as_deref(), Some("1.1.0"));
+    let versions = b.store.versions(p.id).await.unwrap();
+    assert_eq!(versions.len(), 3);
+    assert!(
+        versions.iter().all(|v| v.signer_key_ids == ["k1"]),
+        "{versions:?}"
+    );
+    // Dependency links as one by one: the built-ins' extras name other plugins.
+    for name in ["cert-manager", "external-dns"] {
+        assert_eq!(
+            b.store
+                .linking_to(name, marketplace::store::LinkKind::Suggestion)
+                .await
+                .unwrap()
+                .len(),
+            one_by_one
+                .linking_to(name, marketplace::store::LinkKind::Suggestion)
+                .await
+                .unwrap()
+                .len(),
+            "{name}"
+        );
+    }
+    // Every image enqueued for mirroring, once.
+    assert_eq!(mirror_jobs(&b.store).await, mirror_jobs(one_by_one).await);
+    // A later round's new version of a known plugin goes one by one.
+    b.store
+        .follow_upstream(&UpstreamRound {
+            versions: vec![(
+                "beta".into(),
+                definition("gateway", "p-001", "1.2.0"),
+                "k2".into(),
+            )],
+            ..round(vec![file("beta", 2, "role 2")])
+        })
+        .await
+        .unwrap();
+    let p = b.store.plugin("beta", "p-001").await.unwrap().unwrap();
+    assert_eq!(p.latest_version.as_deref(), Some("1.2.0"));
+}
+
+/// Every mirror job as `HOST/PATH@DIGEST STATUS`, sorted.
+async fn mirror_jobs(s: &Store) -> Vec<String> {
+    let mut all: Vec<String> = s
+        .mirror_statuses()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| format!("{}/{}@{} {}", m.host, m.repository, m.digest, m.status))
+        .collect();
+    all.sort();
+    all
 }

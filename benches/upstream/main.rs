@@ -118,9 +118,14 @@ async fn follow() -> Result<bool, BoxError> {
             marketplace::upstream::Filter::all(),
         )?;
         let t = Instant::now();
-        let report =
-            marketplace::upstream::follow(&store, &signer, &fetcher, &up, marketplace::clock::now())
-                .await?;
+        let report = marketplace::upstream::follow(
+            &store,
+            &signer,
+            &fetcher,
+            &up,
+            marketplace::clock::now(),
+        )
+        .await?;
         let elapsed = t.elapsed();
         let followed = report.with(marketplace::upstream::Status::Followed).len();
         let added: usize = report.publishers.iter().map(|p| p.added).sum();
@@ -217,7 +222,12 @@ async fn bundle() -> Result<bool, BoxError> {
         &data,
         Some("warn"),
         None,
-        &["--mirror", "on", "--upstreams", upstreams.to_str().ok_or("path")?],
+        &[
+            "--mirror",
+            "on",
+            "--upstreams",
+            upstreams.to_str().ok_or("path")?,
+        ],
     )?;
     let deadline = Instant::now() + Duration::from_secs(1800);
     for (repo, digest) in &refs {
@@ -263,7 +273,13 @@ async fn bundle() -> Result<bool, BoxError> {
 
         let out = dir.path().join(format!("bundle-{round}.tar"));
         let t = Instant::now();
-        let printed = seed::marketplace(&["bundle", "create", out.to_str().ok_or("path")?, "--data-dir", d])?;
+        let printed = seed::marketplace(&[
+            "bundle",
+            "create",
+            out.to_str().ok_or("path")?,
+            "--data-dir",
+            d,
+        ])?;
         let created = t.elapsed().as_secs_f64();
         let included: u64 = printed
             .split(" blobs (")
@@ -323,8 +339,8 @@ async fn bundle() -> Result<bool, BoxError> {
 async fn publish(data: &Path, key: &SigningKey, defs: &[Definition]) -> Result<(), BoxError> {
     use marketplace::trust::publisher::plan::{Change, Current, Limits, Plan, plan};
     let store = Store::open(&data.join("marketplace.db")).await?;
-    let keys = OnlineKeys::load(&marketplace::trust::server::repo::keys_dir(data))?
-        .ok_or("no keys")?;
+    let keys =
+        OnlineKeys::load(&marketplace::trust::server::repo::keys_dir(data))?.ok_or("no keys")?;
     let signer = Signer::new(keys, Default::default());
     let now = marketplace::clock::now();
     let adding: Vec<(&Definition, bool)> = defs.iter().map(|d| (d, false)).collect();

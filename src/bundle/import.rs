@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::open::{Scratch, extract};
+use super::open::{BlobSink, Scratch, extract};
 use super::{BundleError, Toc};
 use crate::blob::BlobStore;
 use crate::mirror::{Mirror, Settings, Upstreams};
@@ -55,7 +55,11 @@ pub async fn import(
     let dir = Scratch::new(scratch)?;
     let toc = {
         let (path, dir) = (path.to_owned(), dir.0.clone());
-        tokio::task::spawn_blocking(move || extract(&path, &dir))
+        let sink = BlobSink {
+            handle: tokio::runtime::Handle::current(),
+            blobs: blobs.clone(),
+        };
+        tokio::task::spawn_blocking(move || extract(&path, &dir, Some(&sink)))
             .await
             .map_err(|e| BundleError::Io(format!("reading the bundle: {e}")))??
     };

@@ -14,7 +14,9 @@
 //! online upstream (`upstream::follow`, from the root it was configured with, with the
 //! rollback protection of the last import), then mirrors the images from there through
 //! the same puller that checks every digest. Before any of it, every blob of the
-//! layout is hashed, so a tampered bundle changes nothing.
+//! layout is hashed on its way into the blob store, so a tampered bundle changes
+//! nothing (a blob is stored only when it is its digest; none is served before an
+//! image records it).
 //!
 //! Layering: calls `upstream` (the round), `mirror` (pulling images), `trust`,
 //! `store`, `blob`; serves HTTP only to itself on loopback.

@@ -94,10 +94,23 @@ fn place(name: &str) -> Option<u64> {
     }
 }
 
+/// Where an extraction puts the layout's blobs: straight into the blob store (which
+/// checks each against its digest as it writes), so an import writes every byte once.
+pub(super) struct BlobSink {
+    pub handle: tokio::runtime::Handle,
+    pub blobs: std::sync::Arc<dyn crate::blob::BlobStore>,
+}
+
 /// Extracts the bundle at `path` into `dir` (which must be empty), checking every
-/// entry and hashing every blob; returns its table of contents. Blocking: run it on a
-/// blocking thread.
-pub(super) fn extract(path: &Path, dir: &Path) -> Result<Toc, BundleError> {
+/// entry and hashing every blob; blobs go to `sink` when given (a blob that is not its
+/// digest is never stored; those stored before it stay unreferenced, as any blob no
+/// image records, until `mirror gc`). Returns its table of contents. Blocking: run it
+/// on a blocking thread.
+pub(super) fn extract(
+    path: &Path,
+    dir: &Path,
+    sink: Option<&BlobSink>,
+) -> Result<Toc, BundleError> {
     let file = std::fs::File::open(path)
         .map_err(BundleError::io(format!("opening {}", path.display())))?;
     let mut archive = tar::Archive::new(std::io::BufReader::with_capacity(1 << 20, file));
@@ -141,6 +154,10 @@ pub(super) fn extract(path: &Path, dir: &Path) -> Result<Toc, BundleError> {
                 "{name}: {size} bytes, over {max}"
             )));
         }
+        if let (Some(sink), Some(hex)) = (sink, name.strip_prefix("oci/blobs/sha256/")) {
+            store_blob(sink, &name, hex, size, &mut entry)?;
+            continue;
+        }
         let to = dir.join(&name);
         if let Some(parent) = to.parent() {
             std::fs::create_dir_all(parent)
@@ -182,6 +199,56 @@ pub(super) fn extract(path: &Path, dir: &Path) -> Result<Toc, BundleError> {
         }
     }
     toc.ok_or_else(|| BundleError::Invalid("the file is empty".into()))
+}
+
+/// One blob entry streamed into the blob store, which checks its digest and size.
+fn store_blob(
+    sink: &BlobSink,
+    name: &str,
+    hex: &str,
+    size: u64,
+    entry: &mut impl Read,
+) -> Result<(), BundleError> {
+    let digest: crate::blob::Digest = format!("sha256:{hex}")
+        .parse()
+        .map_err(|e| BundleError::Invalid(format!("{name}: {e}")))?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(4);
+    let body = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|chunk| (chunk, rx))
+    });
+    let put = {
+        let (blobs, digest) = (sink.blobs.clone(), digest.clone());
+        sink.handle
+            .spawn(async move { blobs.put(&digest, Some(size), Box::pin(body)).await })
+    };
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = match entry.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+                return Err(BundleError::Invalid(format!("{name}: {e}")));
+            }
+        };
+        if n == 0 {
+            break;
+        }
+        if tx
+            .blocking_send(Ok(bytes::Bytes::copy_from_slice(&buf[..n])))
+            .is_err()
+        {
+            break; // the store stopped reading: its error says why
+        }
+    }
+    drop(tx);
+    match sink.handle.block_on(put) {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(crate::blob::BlobError::DigestMismatch { actual, .. })) => Err(
+            BundleError::Tampered(format!("{name}: the bytes hash to {actual}")),
+        ),
+        Ok(Err(e)) => Err(BundleError::Invalid(format!("{name}: {e}"))),
+        Err(e) => Err(BundleError::Io(format!("storing {name}: {e}"))),
+    }
 }
 
 /// A fresh directory for an extraction under `parent`, removed when dropped.
@@ -236,7 +303,9 @@ mod tests {
     fn refused(entries: &[(&str, &[u8], tar::EntryType)]) -> String {
         let file = tar_of(entries);
         let dir = tempfile::tempdir().unwrap();
-        let err = extract(file.path(), dir.path()).unwrap_err().to_string();
+        let err = extract(file.path(), dir.path(), None)
+            .unwrap_err()
+            .to_string();
         // Nothing was written outside the directory.
         assert!(!dir.path().parent().unwrap().join("evil").exists());
         err
@@ -286,7 +355,7 @@ mod tests {
             (&format!("oci/blobs/sha256/{good}"), b"layer", regular),
         ]);
         let dir = tempfile::tempdir().unwrap();
-        extract(file.path(), dir.path()).unwrap();
+        extract(file.path(), dir.path(), None).unwrap();
         assert_eq!(
             std::fs::read(dir.path().join("oci/blobs/sha256").join(&good)).unwrap(),
             b"layer"

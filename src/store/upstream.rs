@@ -69,9 +69,10 @@ pub struct UpstreamRound {
 
 /// The upstream store's methods for one backend: `$store` with its `pool`, `$begin`
 /// opening a writing transaction, `$bump` telling catalog readers, and the backend's
-/// `write` and `tuf` modules (versions, yanks, metadata written inside a transaction).
+/// `write`, `bulk` and `tuf` modules (versions, yanks, metadata written inside a
+/// transaction; `bulk`: plugins new to the store in multi-row statements).
 macro_rules! upstream_store {
-    ($store:ty, $begin:path, $bump:path, $write:path, $tuf:path) => {
+    ($store:ty, $begin:path, $bump:path, $write:path, $bulk:path, $tuf:path) => {
         impl $store {
             /// What this server trusts of the upstream at `url`.
             pub(crate) async fn upstream(
@@ -197,6 +198,7 @@ macro_rules! upstream_store {
                 &self,
                 round: &crate::store::UpstreamRound,
             ) -> Result<(), StoreError> {
+                use $bulk as bulk;
                 use $write as write;
                 use $tuf as tuf;
                 let mut tx = $begin(&self.pool).await?;
@@ -235,7 +237,25 @@ macro_rules! upstream_store {
                     .execute(&mut *tx)
                     .await?;
                 }
-                for (publisher, def, signers) in &round.versions {
+                // A cold round brings thousands of plugins: those new to the store go in
+                // multi-row statements; new versions of known plugins one by one, with
+                // the immutability check.
+                let existing: std::collections::HashSet<(String, String)> = if round.versions.is_empty() {
+                    Default::default()
+                } else {
+                    sqlx::query_as(
+                        "SELECT pub.name, p.name FROM plugins p
+                         JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.origin = $1",
+                    )
+                    .bind(&round.url)
+                    .fetch_all(&mut *tx)
+                    .await?
+                    .into_iter()
+                    .collect()
+                };
+                let (new, old) = crate::store::upstream::new_plugins(&round.versions, &existing);
+                bulk::insert_new_plugins(&mut tx, &new, round.now).await?;
+                for (publisher, def, signers) in old {
                     write::publish_in(&mut tx, publisher, def, signers, round.now).await?;
                 }
                 for (publisher, hash) in &round.yanked {
@@ -268,3 +288,61 @@ macro_rules! upstream_store {
 }
 
 pub(crate) use upstream_store;
+
+/// New versions of plugins the store does not have yet, by plugin: what a cold round
+/// writes with multi-row statements (`write::insert_new_plugins`) instead of a dozen
+/// statements per version.
+pub(crate) struct NewPlugin<'a> {
+    pub publisher: &'a str,
+    pub name: &'a str,
+    /// Its versions with their signing key ids.
+    pub versions: Vec<(&'a Definition, &'a str)>,
+    /// The version its summary comes from (the latest listed; yanks are applied after).
+    pub latest: &'a Definition,
+}
+
+/// Groups `versions` by plugin; those of plugins in `existing` (publisher, name) are
+/// returned apart, for the one-by-one path that checks immutability.
+pub(crate) fn new_plugins<'a>(
+    versions: &'a [(String, Definition, String)],
+    existing: &std::collections::HashSet<(String, String)>,
+) -> (Vec<NewPlugin<'a>>, Vec<&'a (String, Definition, String)>) {
+    let mut groups: std::collections::BTreeMap<(&str, &str), Vec<(&Definition, &str)>> =
+        Default::default();
+    let mut old = Vec::new();
+    for v in versions {
+        let (publisher, def, signers) = v;
+        if existing.contains(&(publisher.clone(), def.name().to_owned())) {
+            old.push(v);
+        } else {
+            groups
+                .entry((publisher.as_str(), def.name()))
+                .or_default()
+                .push((def, signers.as_str()));
+        }
+    }
+    let mut new = Vec::new();
+    for ((publisher, name), mut versions) in groups {
+        // Two entries for one version would be one upstream target listed twice.
+        versions.sort_by(|a, b| a.0.version.cmp(&b.0.version));
+        versions.dedup_by(|a, b| a.0.version == b.0.version);
+        let listed: Vec<(String, bool)> = versions
+            .iter()
+            .map(|(d, _)| (d.version.to_string(), false))
+            .collect();
+        let latest = crate::store::latest_listed(&listed)
+            .and_then(|v| versions.iter().find(|(d, _)| d.version.to_string() == v))
+            .map_or(versions[versions.len() - 1].0, |(d, _)| *d);
+        new.push(NewPlugin {
+            publisher,
+            name,
+            versions,
+            latest,
+        });
+    }
+    (new, old)
+}
+
+/// Rows per multi-row statement: under both backends' parameter limits for the widest
+/// (12 columns of `plugin_versions`).
+pub(crate) const BULK_ROWS: usize = 400;

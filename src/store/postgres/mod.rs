@@ -10,6 +10,7 @@
 //! signed index's versions therefore cannot fork: the unique `(role, version)` refuses
 //! a second writer's copy of a version, and the lock orders the writers.
 
+mod bulk;
 mod mirror;
 mod publishers;
 mod query;
@@ -104,7 +105,7 @@ pub(crate) async fn begin_read(
         .await
 }
 
-crate::store::upstream::upstream_store!(PgStore, begin_write, bump, write, tuf);
+crate::store::upstream::upstream_store!(PgStore, begin_write, bump, write, bulk, tuf);
 
 crate::store::review::review_store!(PgStore, sqlx::PgConnection, begin_write, bump);
 

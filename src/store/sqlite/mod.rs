@@ -3,6 +3,7 @@
 //! connection. Every transaction that writes starts with `BEGIN IMMEDIATE`
 //! ([`db::begin_write`]). Search is an FTS5 table.
 
+mod bulk;
 mod mirror;
 mod publishers;
 mod query;
@@ -46,7 +47,14 @@ async fn read_generation(
         .await?)
 }
 
-crate::store::upstream::upstream_store!(SqliteStore, crate::db::begin_write, bump, write, tuf);
+crate::store::upstream::upstream_store!(
+    SqliteStore,
+    crate::db::begin_write,
+    bump,
+    write,
+    bulk,
+    tuf
+);
 
 crate::store::review::review_store!(
     SqliteStore,
