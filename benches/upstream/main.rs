@@ -160,7 +160,7 @@ async fn follow() -> Result<bool, BoxError> {
 }
 
 async fn bundle() -> Result<bool, BoxError> {
-    let images = env_number("BENCH_IMAGES", 4);
+    let images = env_number("BENCH_IMAGES", 4).clamp(1, 8);
     let mib = env_number("BENCH_IMAGE_MIB", 256);
     let rounds = env_number("BENCH_ROUNDS", 2);
     let dir = tempfile::tempdir()?;
@@ -168,11 +168,15 @@ async fn bundle() -> Result<bool, BoxError> {
     let registry = oci::Upstream::start(&dir.path().join("registry"), None);
     let mut refs = Vec::new();
     for i in 0..images {
-        // A tag of its own: the layer's bytes are drawn from it, so no two images share.
+        // A platform of its own: the layer's bytes are drawn from its name, so no two
+        // images share a layer.
+        let arch = [
+            "amd64", "arm64", "ppc64le", "s390x", "riscv64", "386", "mips64le", "arm",
+        ][i % 8];
         let (layout, index) = oci::image(
             &dir.path().join(format!("image-{i}")),
             &format!("v{i}"),
-            &["amd64"],
+            &[arch],
             mib << 20,
         );
         let digest = oci::digest(&index);

@@ -34,20 +34,35 @@ enum Entry {
 /// Writes the bundle to `out` (through `out.partial`, renamed when complete, so a
 /// crash never leaves a truncated bundle under the name). `since` is the table of
 /// contents of an earlier bundle: what it had is left out.
+/// What to put in a bundle.
+#[derive(Debug, Clone, Copy)]
+pub struct Selection<'a> {
+    pub plugins: &'a Filter,
+    /// Platforms of each image index (`OS/ARCH[/VARIANT]`); empty: all.
+    pub platforms: &'a [String],
+    /// The table of contents of an earlier bundle: what it had is left out.
+    pub since: Option<&'a Toc>,
+}
+
 pub async fn create(
     store: &Store,
     blobs: Arc<dyn BlobStore>,
-    filter: &Filter,
-    since: Option<&Toc>,
+    selection: Selection<'_>,
     out: &Path,
     now: i64,
 ) -> Result<Created, BundleError> {
+    let Selection {
+        plugins: filter,
+        platforms,
+        since,
+    } = selection;
     let state = current(store).await?.ok_or(BundleError::NotInitialized)?;
     let mut entries = Vec::new();
     let mut toc = Toc {
         format: FORMAT,
         created_at: now,
         plugins: filter.to_string(),
+        platforms: platforms.to_vec(),
         root_version: state.root.stored.version,
         timestamp_version: state.timestamp.stored.version,
         snapshot_version: state.snapshot.stored.version,
@@ -89,6 +104,18 @@ pub async fn create(
             not_mirrored.push(format!("{host}/{repository}@{} ({plugin})", image.digest));
             continue;
         };
+        let keep = match platforms.is_empty() {
+            true => None,
+            false => Some(kept(&*blobs, &image.digest, &mirrored.content, platforms).await?),
+        };
+        if keep.as_ref().is_some_and(|k| k.is_empty()) {
+            not_mirrored.push(format!(
+                "{host}/{repository}@{} ({plugin}): none of the platforms {}",
+                image.digest,
+                platforms.join(", ")
+            ));
+            continue;
+        }
         images.insert(
             key,
             TocImage {
@@ -99,6 +126,7 @@ pub async fn create(
                 content: mirrored
                     .content
                     .into_iter()
+                    .filter(|c| keep.as_ref().is_none_or(|k| k.contains(&c.digest)))
                     .map(|c| TocContent {
                         manifest: c.kind == ContentKind::Manifest,
                         digest: c.digest,
@@ -148,6 +176,65 @@ pub async fn create(
         not_mirrored,
         bytes,
     })
+}
+
+/// The digests of a mirrored image to carry for `platforms`: everything but the index's
+/// other platform manifests and the blobs only they need. Empty when the index lists
+/// none of the platforms.
+async fn kept(
+    blobs: &dyn BlobStore,
+    pinned: &str,
+    content: &[crate::store::Content],
+    platforms: &[String],
+) -> Result<HashSet<String>, BundleError> {
+    use crate::registry::manifest::{MAX_MANIFEST_BYTES, Manifest};
+    let read = |digest: String| async move {
+        let d: Digest = digest
+            .parse()
+            .map_err(|e| BundleError::Invalid(format!("stored digest {digest}: {e}")))?;
+        let bytes = crate::blob::read_small(blobs, &d, MAX_MANIFEST_BYTES)
+            .await?
+            .ok_or_else(|| {
+                BundleError::Invalid(format!(
+                    "manifest {digest} is recorded as mirrored but missing from the blob store"
+                ))
+            })?;
+        Manifest::parse(&bytes, None)
+            .map_err(|e| BundleError::Invalid(format!("stored manifest {digest}: {e}")))
+    };
+    let top = read(pinned.to_owned()).await?;
+    if top.children().is_empty() {
+        return Ok(content.iter().map(|c| c.digest.clone()).collect());
+    }
+    let wanted: HashSet<String> = top
+        .children_for(platforms)
+        .map(|d| d.digest.to_string())
+        .collect();
+    if wanted.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let mut dropped = HashSet::new();
+    let mut needed = HashSet::new();
+    for child in top.children() {
+        let digest = child.digest.to_string();
+        let manifest = read(digest.clone()).await?;
+        let blobs: Vec<String> = manifest
+            .blobs()
+            .iter()
+            .map(|b| b.digest.to_string())
+            .collect();
+        if wanted.contains(&digest) {
+            needed.extend(blobs);
+        } else {
+            dropped.insert(digest);
+            dropped.extend(blobs);
+        }
+    }
+    Ok(content
+        .iter()
+        .map(|c| c.digest.clone())
+        .filter(|d| !dropped.contains(d) || needed.contains(d))
+        .collect())
 }
 
 /// Every root version and the current timestamp, snapshot, targets and every role the

@@ -94,7 +94,8 @@ pub async fn import(
         ..Default::default()
     };
     let mirror = Mirror::new(store.clone(), blobs, Upstreams::none(), settings)
-        .via_marketplace(&loopback.url);
+        .via_marketplace(&loopback.url)
+        .only_platforms(toc.platforms.clone());
     let wanted: std::collections::HashSet<String> = toc
         .images
         .iter()

@@ -28,7 +28,7 @@ mod serve;
 
 use serde::{Deserialize, Serialize};
 
-pub use create::{Created, create};
+pub use create::{Created, Selection, create};
 pub use import::{Imported, Incoming, import};
 pub use open::read_toc;
 
@@ -48,6 +48,9 @@ pub struct Toc {
     pub created_at: i64,
     /// The plugins selected (`--plugins`), `*` for all.
     pub plugins: String,
+    /// The platforms of each image index it carries (`--platform`); empty: all.
+    #[serde(default)]
+    pub platforms: Vec<String>,
     /// The versions of the signed index it carries.
     pub root_version: u64,
     pub timestamp_version: u64,

@@ -42,6 +42,10 @@ enum BundleCommand {
         /// left out (only its table of contents is read).
         #[arg(long)]
         since: Option<PathBuf>,
+        /// Only this platform of each image (`OS/ARCH` or `OS/ARCH/VARIANT`, e.g.
+        /// linux/amd64); repeat for several. Default: every platform.
+        #[arg(long = "platform", value_parser = platform)]
+        platforms: Vec<String>,
     },
     /// Verify a bundle as an online upstream is verified (from the root this
     /// marketplace follows it with; an older bundle than the last imported is refused)
@@ -67,6 +71,10 @@ enum BundleCommand {
     },
 }
 
+fn platform(text: &str) -> Result<String, String> {
+    crate::registry::manifest::check_platform(text).map(|()| text.to_owned())
+}
+
 pub fn run(args: BundleArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
@@ -78,6 +86,7 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
                 out,
                 plugins,
                 since,
+                platforms,
             } => {
                 let filter = crate::upstream::Filter::parse(&plugins)?;
                 let since = since
@@ -86,10 +95,14 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
                             .with_context(|| format!("reading --since {}", p.display()))
                     })
                     .transpose()?;
-                let created =
-                    crate::bundle::create(&store, blobs, &filter, since.as_ref(), &out, now)
-                        .await
-                        .with_context(|| format!("writing {}", out.display()))?;
+                let selection = crate::bundle::Selection {
+                    plugins: &filter,
+                    platforms: &platforms,
+                    since: since.as_ref(),
+                };
+                let created = crate::bundle::create(&store, blobs, selection, &out, now)
+                    .await
+                    .with_context(|| format!("writing {}", out.display()))?;
                 let toc = &created.toc;
                 let written = toc.targets.iter().filter(|t| t.included).count();
                 println!(

@@ -50,6 +50,16 @@ enum PublisherCommand {
         #[command(flatten)]
         keys: KeySet,
     },
+    /// Set the cosign keys a publisher's images must be signed by (replacing those
+    /// registered; none given: no signature required), for a publisher followed from an
+    /// upstream too: images mirrored from then on are served only with a signature by one.
+    CosignKeys {
+        name: String,
+        /// A cosign public key (PEM, as `cosign generate-key-pair` writes it); repeat for
+        /// several.
+        #[arg(long = "cosign-key")]
+        cosign_keys: Vec<PathBuf>,
+    },
     /// Issue an additional API token for a publisher (printed once).
     NewToken { name: String },
     /// Revoke every API token of a publisher.
@@ -95,16 +105,7 @@ impl KeySet {
 
     /// The cosign keys as (id, PEM), each checked before anything is stored.
     fn cosign(&self) -> anyhow::Result<Vec<(String, String)>> {
-        self.cosign_keys
-            .iter()
-            .map(|path| {
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("--cosign-key {}", path.display()))?;
-                let key = crate::mirror::signature::CosignKey::parse(&text)
-                    .map_err(|why| anyhow::anyhow!("--cosign-key {}: {why}", path.display()))?;
-                Ok((key.id, key.pem))
-            })
-            .collect()
+        read_cosign(&self.cosign_keys)
     }
 
     /// Registers the cosign keys given, if any, and says so.
@@ -258,6 +259,18 @@ async fn command(
                 println!("{name} has published nothing yet; its first publish uses the new keys");
             }
         }
+        PublisherCommand::CosignKeys { name, cosign_keys } => {
+            let cosign = read_cosign(&cosign_keys)?;
+            store.set_cosign_keys(&name, &cosign, now).await?;
+            if cosign.is_empty() {
+                println!("{name}'s images no longer need a cosign signature");
+            }
+            for (id, _) in &cosign {
+                println!(
+                    "cosign key {id}: {name}'s images are served only when signed by a registered key"
+                );
+            }
+        }
         PublisherCommand::NewToken { name } => {
             local_only(store, &name).await?;
             let token = new_token();
@@ -283,6 +296,20 @@ async fn command(
         }
     }
     Ok(())
+}
+
+/// Cosign public keys (id, PEM) from PEM files, each checked.
+fn read_cosign(paths: &[PathBuf]) -> anyhow::Result<Vec<(String, String)>> {
+    paths
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--cosign-key {}", path.display()))?;
+            let key = crate::mirror::signature::CosignKey::parse(&text)
+                .map_err(|why| anyhow::anyhow!("--cosign-key {}: {why}", path.display()))?;
+            Ok((key.id, key.pem))
+        })
+        .collect()
 }
 
 /// Refuses to change the keys or tokens of a publisher followed from an upstream: they

@@ -185,6 +185,8 @@ pub struct Mirror {
     /// The upstream marketplace a server follows: every image is pulled from its
     /// `/v2/` first, then from the image's own registry.
     marketplace: Option<Upstream>,
+    /// The platforms of an index to pull; empty: all (a bundle may carry fewer).
+    platforms: Vec<String>,
 }
 
 impl Mirror {
@@ -204,7 +206,15 @@ impl Mirror {
             held: Mutex::new(Default::default()),
             received: Default::default(),
             marketplace: None,
+            platforms: Vec::new(),
         }
+    }
+
+    /// Pulls only these platforms of an index (`OS/ARCH[/VARIANT]`): a bundle made with
+    /// `--platform` carries no others.
+    pub fn only_platforms(mut self, platforms: Vec<String>) -> Mirror {
+        self.platforms = platforms;
+        self
     }
 
     /// Pulls every image from the `/v2/` of the marketplace at `url` first (the upstream
@@ -467,6 +477,7 @@ impl Mirror {
             blobs: &*self.blobs,
             job,
             parallel: self.settings.parallel_blobs,
+            platforms: &self.platforms,
         }
         .pull()
         .await

@@ -40,6 +40,8 @@ pub(super) struct Puller<'a> {
     pub parallel: usize,
     /// Cosign keys one of which must have signed the image; empty: no policy.
     pub keys: &'a [CosignKey],
+    /// The platforms of an index to pull (`OS/ARCH[/VARIANT]`); empty: all of them.
+    pub platforms: &'a [String],
     /// Bytes received so far, for progress reports.
     pub received: &'a std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
@@ -63,7 +65,17 @@ impl Puller<'_> {
             })?;
         let mut images = Vec::new();
         let mut signatures = Vec::new();
-        for child in top.1.children() {
+        let children: Vec<_> = top.1.children_for(self.platforms).cloned().collect();
+        if !top.1.children().is_empty() && children.is_empty() {
+            return Err(MirrorError::Invalid {
+                what: format!("{}@{pinned}", self.place()),
+                detail: format!(
+                    "the index lists none of the platforms wanted ({})",
+                    self.platforms.join(", ")
+                ),
+            });
+        }
+        for child in &children {
             let (content, manifest) = self.child(child).await?;
             out.content.push(content);
             images.push(manifest);

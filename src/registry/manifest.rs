@@ -168,6 +168,17 @@ impl Manifest {
         }
     }
 
+    /// The children of an index for the platforms `wanted` (`OS/ARCH` or
+    /// `OS/ARCH/VARIANT`); all of them when `wanted` is empty.
+    pub fn children_for<'a>(
+        &'a self,
+        wanted: &'a [String],
+    ) -> impl Iterator<Item = &'a Descriptor> {
+        self.children()
+            .iter()
+            .filter(move |d| wanted.is_empty() || platform_selected(d, wanted))
+    }
+
     /// The blobs an image manifest needs: its config, then its layers.
     pub fn blobs(&self) -> Vec<&Descriptor> {
         match self {
@@ -179,9 +190,68 @@ impl Manifest {
     }
 }
 
+/// Whether an index entry's platform is one of `wanted` (`OS/ARCH` matches every
+/// variant; `OS/ARCH/VARIANT` that variant only). An entry without a platform (an
+/// attestation, say) is not.
+pub fn platform_selected(d: &Descriptor, wanted: &[String]) -> bool {
+    let Some(p) = &d.platform else {
+        return false;
+    };
+    let field = |k: &str| p.get(k).and_then(|v| v.as_str()).unwrap_or("");
+    let (os, arch, variant) = (field("os"), field("architecture"), field("variant"));
+    wanted.iter().any(|w| {
+        let mut parts = w.split('/');
+        parts.next() == Some(os)
+            && parts.next() == Some(arch)
+            && parts.next().is_none_or(|v| v == variant)
+    })
+}
+
+/// Checks a platform as `--platform` takes it: `OS/ARCH` or `OS/ARCH/VARIANT`.
+pub fn check_platform(text: &str) -> Result<(), String> {
+    let parts: Vec<&str> = text.split('/').collect();
+    let word = |p: &&str| {
+        !p.is_empty() && p.len() <= 32 && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    };
+    if !(2..=3).contains(&parts.len()) || !parts.iter().all(word) {
+        return Err(format!(
+            "`{text}` is not OS/ARCH or OS/ARCH/VARIANT (e.g. linux/amd64, linux/arm/v7)"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn platforms_are_selected_by_os_arch_and_variant() {
+        let d = |p: serde_json::Value| Descriptor {
+            media_type: OCI_MANIFEST.into(),
+            digest: format!("sha256:{}", "a".repeat(64)).parse().unwrap(),
+            size: 1,
+            artifact_type: None,
+            platform: Some(p),
+            annotations: None,
+        };
+        let arm7 = d(serde_json::json!({"os": "linux", "architecture": "arm", "variant": "v7"}));
+        let amd = d(serde_json::json!({"os": "linux", "architecture": "amd64"}));
+        let want = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(platform_selected(&arm7, &want(&["linux/arm"])));
+        assert!(platform_selected(&arm7, &want(&["linux/arm/v7"])));
+        assert!(!platform_selected(&arm7, &want(&["linux/arm/v6"])));
+        assert!(platform_selected(
+            &amd,
+            &want(&["linux/arm64", "linux/amd64"])
+        ));
+        assert!(!platform_selected(&amd, &want(&["windows/amd64"])));
+        assert!(check_platform("linux/amd64").is_ok());
+        assert!(check_platform("linux/arm/v7").is_ok());
+        assert!(check_platform("amd64").is_err());
+        assert!(check_platform("linux/amd64/v1/x").is_err());
+        assert!(check_platform("linux/../x").is_err());
+    }
 
     fn digest(c: char) -> String {
         format!("sha256:{}", c.to_string().repeat(64))

@@ -269,4 +269,95 @@ async fn a_bundle_carries_the_index_and_images_into_a_site_without_network() {
         &format!("oci:{}:pulled", pulled.display()),
     ]);
     assert_eq!(oci::layout_blobs(&pulled), expected);
+
+    drop(server);
+
+    // One platform only: the other's manifest and layer stay out, and the site serves
+    // the platform it has.
+    let platform_blobs = |arch: &str| {
+        let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
+        let entry = index["manifests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["platform"]["architecture"] == arch)
+            .unwrap()
+            .clone();
+        let manifest_digest = entry["digest"].as_str().unwrap().to_owned();
+        let manifest: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(layout.dir.join("blobs/sha256").join(&manifest_digest[7..])).unwrap(),
+        )
+        .unwrap();
+        [
+            manifest_digest,
+            manifest["layers"][0]["digest"].as_str().unwrap().to_owned(),
+        ]
+    };
+    let amd64 = dir.path().join("amd64.tar");
+    let (ok, out) = run(&[
+        "bundle",
+        "create",
+        amd64.to_str().unwrap(),
+        "--platform",
+        "linux/amd64",
+        "--data-dir",
+        d,
+    ]);
+    assert!(ok, "{out}");
+    let listed = entries(&amd64);
+    for digest in platform_blobs("amd64") {
+        assert!(
+            listed.contains(&format!("oci/blobs/sha256/{}", &digest[7..])),
+            "{digest}"
+        );
+    }
+    for digest in platform_blobs("arm64") {
+        assert!(
+            !listed.contains(&format!("oci/blobs/sha256/{}", &digest[7..])),
+            "{digest}"
+        );
+    }
+    let (ok, out) = run(&[
+        "bundle",
+        "create",
+        "x.tar",
+        "--platform",
+        "amd64",
+        "--data-dir",
+        d,
+    ]);
+    assert!(!ok && out.contains("is not OS/ARCH"), "{out}");
+    let (site2, _) = repo(&dir.path().join("site2"), &[]);
+    let (ok, out) = run(&[
+        "bundle",
+        "import",
+        amd64.to_str().unwrap(),
+        "--upstream",
+        "https://plugins.example.com",
+        "--upstream-root",
+        root.to_str().unwrap(),
+        "--data-dir",
+        site2.to_str().unwrap(),
+    ]);
+    assert!(ok && out.contains("1 images mirrored"), "{out}");
+    let server = Server::start(&site2);
+    let ours = server.url.trim_start_matches("http://");
+    let one = dir.path().join("one-platform");
+    oci::skopeo(&[
+        "copy",
+        "--override-os",
+        "linux",
+        "--override-arch",
+        "amd64",
+        "--src-tls-verify=false",
+        &format!("docker://{ours}/{name}@{digest}"),
+        &format!("oci:{}:one", one.display()),
+    ]);
+    let (status, _) = bytes(&format!(
+        "{}/v2/{name}/manifests/{}",
+        server.url,
+        platform_blobs("arm64")[0]
+    ))
+    .await;
+    assert_eq!(status, 404, "the platform left out is not served");
 }

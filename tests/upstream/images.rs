@@ -1,7 +1,8 @@
 //! Images come along: the downstream mirrors each followed definition's image from the
 //! upstream marketplace's own `/v2/`, so the image's registry may be out of reach (here
-//! stopped before the downstream starts); skopeo then pulls every platform and the
-//! signature from the downstream with the upstream stopped too.
+//! stopped before the downstream starts), under the cosign policy its operator set for
+//! the followed publisher; skopeo then pulls every platform and the signature from the
+//! downstream with the upstream stopped too.
 
 use std::time::{Duration, Instant};
 
@@ -35,11 +36,15 @@ async fn images_are_mirrored_from_the_upstream_marketplace() {
     let (layout, index) = oci::two_platform(&dir.path().join("image"), "v1", 100_000);
     let digest = oci::digest(&index);
     registry.push(&layout.dir, "v1", "acme/tool");
+    // Signed with acme's cosign key, as `cosign sign --key` pushes it.
+    let keys = dir.path().join("cosign");
+    std::fs::create_dir_all(&keys).unwrap();
+    let (cosign_private, cosign_public) = oci::cosign_key(&keys, "acme");
     let (sig, tag, sig_manifest) = oci::signature(
         &dir.path().join("sig"),
         &format!("{}/acme/tool", registry.addr),
         &digest,
-        |_| "c2lnbmF0dXJl".into(),
+        |payload| oci::cosign_sign(&cosign_private, payload),
     );
     registry.push(&sig.dir, &tag, "acme/tool");
 
@@ -86,25 +91,46 @@ async fn images_are_mirrored_from_the_upstream_marketplace() {
     std::fs::write(&down_upstreams, "otherHosts: skip\nupstreams: []\n").unwrap();
     let up_root = dir.path().join("up-root.json");
     std::fs::write(&up_root, trusted_root(&upstream.url).await).unwrap();
-    let downstream = Server::start_with(
-        &down_data,
-        &[
-            "--upstream",
-            &upstream.url,
-            "--upstream-root",
-            up_root.to_str().unwrap(),
-            "--upstream-interval",
-            "1s",
-            "--mirror",
-            "on",
-            "--upstreams",
-            down_upstreams.to_str().unwrap(),
-        ],
-    );
+    let serve = |mirror: &str| {
+        Server::start_with(
+            &down_data,
+            &[
+                "--upstream",
+                &upstream.url,
+                "--upstream-root",
+                up_root.to_str().unwrap(),
+                "--upstream-interval",
+                "1s",
+                "--mirror",
+                mirror,
+                "--upstreams",
+                down_upstreams.to_str().unwrap(),
+            ],
+        )
+    };
+    // First the definitions; then the operator requires acme's images to carry acme's
+    // cosign signature, as for a publisher registered here; then the images.
+    let downstream = serve("off");
     until_round(&downstream.url, "following acme", |r| {
         publisher(r, "acme")["status"] == "followed"
     })
     .await;
+    drop(downstream);
+    let o = crate::common::publishing::marketplace(&[
+        "publisher",
+        "cosign-keys",
+        "acme",
+        "--cosign-key",
+        cosign_public.to_str().unwrap(),
+        "--data-dir",
+        down_data.to_str().unwrap(),
+    ]);
+    let out = crate::common::output_text(&o);
+    assert!(
+        o.status.success() && out.contains("served only when signed"),
+        "{out}"
+    );
+    let downstream = serve("on");
     until_served(&downstream.url, &name, &digest).await;
     drop(upstream);
 
@@ -136,4 +162,8 @@ async fn images_are_mirrored_from_the_upstream_marketplace() {
             .await
             .unwrap();
     assert_eq!(detail["latest"]["mirror"]["status"], "mirrored", "{detail}");
+    assert!(
+        detail["latest"]["mirror"]["verified_by"].is_string(),
+        "the signature was checked with acme's key: {detail}"
+    );
 }
