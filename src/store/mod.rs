@@ -7,6 +7,7 @@
 //! look again.
 
 mod backend;
+mod bulk;
 mod cache;
 mod changes;
 mod mirror;
