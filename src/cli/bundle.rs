@@ -174,7 +174,7 @@ pub fn run(args: BundleArgs) -> anyhow::Result<()> {
                 );
                 for p in &r.publishers {
                     if let Some(reason) = &p.reason {
-                        println!("{}: {:?}: {reason}", p.name, p.status);
+                        println!("{}: {}: {reason}", p.name, p.status);
                     }
                 }
                 for f in &imported.failed {

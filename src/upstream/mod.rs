@@ -149,7 +149,8 @@ pub struct Phases {
     pub metadata: u64,
     /// New definitions downloaded, checked and parsed.
     pub definitions: u64,
-    /// The local index signed and the round stored.
+    /// The local index signed and the round stored (the report stored with the round
+    /// counts up to its write).
     pub store: u64,
 }
 
@@ -187,6 +188,19 @@ pub enum Status {
     /// The upstream no longer delegates to it (suspended or removed there), or the
     /// filter no longer selects it: suspended here.
     Gone,
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Status::Followed => "followed",
+            Status::HeldBack => "held back",
+            Status::Clash => "left out (its name is taken here)",
+            Status::NotSelected => "not selected",
+            Status::SuspendedHere => "suspended here",
+            Status::Gone => "gone upstream",
+        })
+    }
 }
 
 impl Report {

@@ -316,7 +316,8 @@ async fn round(
         .iter()
         .find(|f| f.role == "snapshot")
         .map(|f| f.version);
-    // The store's time is known only after the write: the stored report has it 0.
+    // The write's own time is known only after it: the stored report counts up to it.
+    report.phases.store = ms(phase);
     let round = UpstreamRound {
         url: url.to_owned(),
         root: index.root.bytes,
