@@ -50,6 +50,14 @@ async fn a_bundle_carries_the_index_and_images_into_a_site_without_network() {
     let (layout, index) = oci::two_platform(&dir.path().join("image"), "v1", 50_000);
     let digest = oci::digest(&index);
     registry.push(&layout.dir, "v1", "acme/tool");
+    // A cosign-style signature beside it.
+    let (sig, sig_tag, sig_manifest) = oci::signature(
+        &dir.path().join("sig"),
+        &format!("{}/acme/tool", registry.addr),
+        &digest,
+        |_| "c2lnbmF0dXJl".into(),
+    );
+    registry.push(&sig.dir, &sig_tag, "acme/tool");
     let upstreams = dir.path().join("upstreams.yaml");
     std::fs::write(
         &upstreams,
@@ -100,7 +108,7 @@ async fn a_bundle_carries_the_index_and_images_into_a_site_without_network() {
             "{wanted} missing: {listed:?}"
         );
     }
-    for blob in &layout.blobs {
+    for blob in layout.blobs.iter().chain(&sig.blobs) {
         let entry = format!("oci/blobs/sha256/{}", &blob[7..]);
         assert!(listed.contains(&entry), "{entry} missing");
     }

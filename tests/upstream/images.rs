@@ -1,6 +1,7 @@
 //! Images come along: the downstream mirrors each followed definition's image from the
 //! upstream marketplace's own `/v2/`, so the image's registry may be out of reach (here
-//! stopped before the downstream starts), under the cosign policy its operator set for
+//! stopped before the downstream starts), and from the image's own registry when the
+//! upstream does not have it and the downstream's upstreams file lists it, under the cosign policy its operator set for
 //! the followed publisher; skopeo then pulls every platform and the signature from the
 //! downstream with the upstream stopped too.
 
@@ -75,7 +76,17 @@ async fn images_are_mirrored_from_the_upstream_marketplace() {
         .publish_as("acme", &up[0].1, &edge, &[&up[0].0])
         .await;
     assert_eq!(status, 201, "{body}");
-    let store = definition("storage", "store", "1.0.0");
+    // beta's image is in a registry only the downstream is configured for: the
+    // upstream never mirrors it, so the downstream falls back to that registry.
+    let other = Upstream::start(&dir.path().join("other"), None);
+    let (other_layout, other_index) =
+        oci::image(&dir.path().join("other-image"), "v2", &["s390x"], 30_000);
+    let other_digest = oci::digest(&other_index);
+    other.push(&other_layout.dir, "v2", "beta/store");
+    let store = with_image(
+        &definition("storage", "store", "1.0.0"),
+        &format!("{}/beta/store@{other_digest}", other.addr),
+    );
     let (status, body) = client
         .publish_as("beta", &up[1].1, &store, &[&up[1].0])
         .await;
@@ -88,7 +99,14 @@ async fn images_are_mirrored_from_the_upstream_marketplace() {
     // The downstream knows no registry at all: only its upstream marketplace.
     let (down_data, _) = repo(&dir.path().join("down"), &[]);
     let down_upstreams = dir.path().join("down-upstreams.yaml");
-    std::fs::write(&down_upstreams, "otherHosts: skip\nupstreams: []\n").unwrap();
+    std::fs::write(
+        &down_upstreams,
+        format!(
+            "otherHosts: skip\nupstreams:\n  - host: {}\n    insecure: true\n",
+            other.addr
+        ),
+    )
+    .unwrap();
     let up_root = dir.path().join("up-root.json");
     std::fs::write(&up_root, trusted_root(&upstream.url).await).unwrap();
     let serve = |mirror: &str| {
@@ -132,6 +150,8 @@ async fn images_are_mirrored_from_the_upstream_marketplace() {
     );
     let downstream = serve("on");
     until_served(&downstream.url, &name, &digest).await;
+    let other_name = format!("{}/beta/store", other.addr.replace(':', "_"));
+    until_served(&downstream.url, &other_name, &other_digest).await;
     drop(upstream);
 
     // skopeo pulls every platform back from the downstream alone, digests preserved.

@@ -285,7 +285,7 @@ async fn a_downstream_serves_the_upstream_publishers_roles_under_its_own_root() 
 }
 
 #[tokio::test]
-async fn a_role_tampered_in_transit_holds_back_only_its_publisher() {
+async fn a_role_tampered_in_transit_holds_back_only_its_publisher_and_bins_come_whole() {
     let dir = tempfile::tempdir().unwrap();
     let (up_data, up) = repo(&dir.path().join("up"), &["acme", "beta"]);
     let upstream = Server::start(&up_data);
@@ -295,6 +295,29 @@ async fn a_role_tampered_in_transit_holds_back_only_its_publisher() {
     for (name, i, def) in [("acme", 0, &edge), ("beta", 1, &store)] {
         let (status, body) = client.publish_as(name, &up[i].1, def, &[&up[i].0]).await;
         assert_eq!(status, 201, "{name}: {body}");
+    }
+    // beta goes on to hashed bins: its third target passes --flat-max-targets 2.
+    let beta_key = dir.path().join("beta.pem");
+    up[1].0.save_new(&beta_key).unwrap();
+    for v in ["1.1.0", "1.2.0"] {
+        let def = definition("storage", "store", v);
+        let file = dir.path().join(format!("store-{v}.yaml"));
+        std::fs::write(&file, &def.bytes).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_marketplace"))
+            .arg("publish")
+            .arg(&file)
+            .args([
+                "--server",
+                &upstream.url,
+                "--flat-max-targets",
+                "2",
+                "--key",
+            ])
+            .arg(&beta_key)
+            .env("MARKETPLACE_TOKEN", &up[1].1)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", output_text(&o));
     }
     // Between the two: a mirror that serves acme's role with one byte changed.
     let mirror = Mirror::start(&upstream.url);
@@ -333,6 +356,40 @@ async fn a_role_tampered_in_transit_holds_back_only_its_publisher() {
     assert_eq!(s, 404);
     let (s, _) = bytes(&format!("{}/api/v1/plugins/beta/store", downstream.url)).await;
     assert_eq!(s, 200);
+    // beta's top role and every bin are the upstream's bytes; python-tuf, trusting the
+    // downstream's root, walks them to every target.
+    let role = |base: &str, bin: Option<&str>| {
+        let url = match bin {
+            Some(b) => format!("{base}/api/v1/publishers/beta/role?bin={b}"),
+            None => format!("{base}/api/v1/publishers/beta/role"),
+        };
+        async move { bytes(&url).await }
+    };
+    let (_, top) = role(&upstream.url, None).await;
+    assert_eq!(role(&downstream.url, None).await, (200, top.clone()));
+    let top: serde_json::Value = serde_json::from_slice(&top).unwrap();
+    let bins: Vec<String> = top["signed"]["delegations"]["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(bins.len(), 16, "{top}");
+    for bin in &bins {
+        let theirs = role(&upstream.url, Some(bin)).await;
+        assert_eq!(role(&downstream.url, Some(bin)).await, theirs, "{bin}");
+    }
+    let down_root = dir.path().join("down-root.json");
+    std::fs::write(&down_root, trusted_root(&downstream.url).await).unwrap();
+    let names = [
+        "beta/store/1.0.0.yaml",
+        "beta/store/1.1.0.yaml",
+        "beta/store/1.2.0.yaml",
+    ];
+    let got = python_tuf(&downstream.url, &down_root, &dir.path().join("py"), &names);
+    for n in names {
+        assert!(got["targets"][n]["sha256"].is_string(), "{n}: {got}");
+    }
 
     // The mirror mends its ways: acme comes along at the next round.
     mirror.thaw();
