@@ -207,6 +207,20 @@ async fn a_downstream_serves_the_upstream_publishers_roles_under_its_own_root() 
         publisher(r, "beta")["status"] == "gone"
     })
     .await;
+    // Only the upstream can bring it back.
+    let o = marketplace(&[
+        "publisher",
+        "resume",
+        "beta",
+        "--data-dir",
+        down_data.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        output_text(&o).contains("which no longer delegates to it"),
+        "{}",
+        output_text(&o)
+    );
     let got = python_tuf(
         &downstream.url,
         &down_root,

@@ -29,6 +29,10 @@ pub enum SuspendError {
     #[error("publisher `{0}` is not suspended")]
     NotSuspended(String),
     #[error(
+        "publisher `{0}` is followed from {1}, which no longer delegates to it; it comes back when that marketplace restores it"
+    )]
+    DroppedUpstream(String, String),
+    #[error(
         "publisher `{0}` has published nothing, so the index does not delegate to it yet; revoke its tokens to stop it publishing"
     )]
     NotDelegated(String),
@@ -118,13 +122,16 @@ pub async fn resume(
     name: &str,
     now: i64,
 ) -> Result<u64, SuspendError> {
-    if store.publisher(name).await?.is_none() {
-        return Err(SuspendError::UnknownPublisher(name.into()));
-    }
-    let saved = store
-        .suspended_delegation(name)
+    let record = store
+        .publisher(name)
         .await?
-        .ok_or_else(|| SuspendError::NotSuspended(name.into()))?;
+        .ok_or_else(|| SuspendError::UnknownPublisher(name.into()))?;
+    let Some(saved) = store.suspended_delegation(name).await? else {
+        return Err(match (record.origin, record.suspended_at) {
+            (Some(origin), Some(_)) => SuspendError::DroppedUpstream(name.into(), origin),
+            _ => SuspendError::NotSuspended(name.into()),
+        });
+    };
     let removed: Removed = serde_json::from_str(&saved)
         .map_err(|e| TrustError::Corrupt(format!("the delegation kept for {name}: {e}")))?;
     let state = super::state::current(store)
