@@ -277,7 +277,9 @@ async fn a_bundle_carries_the_index_and_images_into_a_site_without_network() {
         &format!("oci:{}:pulled", pulled.display()),
     ]);
     assert_eq!(oci::layout_blobs(&pulled), expected);
-
+    // The signature came along under its tag.
+    let (status, served) = bytes(&format!("{}/v2/{name}/manifests/{sig_tag}", server.url)).await;
+    assert_eq!((status, served), (200, sig_manifest));
     drop(server);
 
     // One platform only: the other's manifest and layer stay out, and the site serves
