@@ -494,3 +494,110 @@ pub fn base64_encode(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
+
+/// Pushes `manifest` (and its `blobs`) to `repo:reference` with the distribution API
+/// itself: monolithic blob uploads, then the manifest. For artifacts skopeo does not copy.
+pub async fn push_raw(
+    addr: &str,
+    repo: &str,
+    reference: &str,
+    media_type: &str,
+    manifest: &[u8],
+    blobs: &[&[u8]],
+) {
+    let http = reqwest::Client::new();
+    for blob in blobs {
+        let r = http
+            .post(format!("http://{addr}/v2/{repo}/blobs/uploads/"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 202);
+        let location = r.headers()["location"].to_str().unwrap().to_owned();
+        let url = if location.starts_with("http") {
+            location
+        } else {
+            format!("http://{addr}{location}")
+        };
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let r = http
+            .put(format!("{url}{sep}digest={}", digest(blob)))
+            .header("content-type", "application/octet-stream")
+            .body(blob.to_vec())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+    }
+    let r = http
+        .put(format!("http://{addr}/v2/{repo}/manifests/{reference}"))
+        .header("content-type", media_type)
+        .body(manifest.to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+}
+
+/// An SBOM referrer of `subject` pushed to `addr/repo`, listed the way a registry
+/// without the referrers API lists them: the OCI 1.1 tag schema (`sha256-<hex>` naming
+/// an index).
+pub struct Referrer {
+    pub digest: String,
+    pub manifest: Vec<u8>,
+    pub sbom: Vec<u8>,
+    pub artifact_type: &'static str,
+}
+
+pub async fn push_sbom_referrer(
+    addr: &str,
+    repo: &str,
+    subject: &str,
+    subject_size: usize,
+) -> Referrer {
+    let empty = b"{}".to_vec();
+    let sbom = br#"{"spdxVersion":"SPDX-2.3","name":"tool"}"#.to_vec();
+    let artifact_type = "application/vnd.example.sbom.v1";
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "artifactType": artifact_type,
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": digest(&empty), "size": 2},
+        "layers": [{"mediaType": "application/spdx+json", "digest": digest(&sbom), "size": sbom.len()}],
+        "subject": {"mediaType": OCI_INDEX, "digest": subject, "size": subject_size},
+        "annotations": {"org.example.kind": "sbom"},
+    })
+    .to_string()
+    .into_bytes();
+    let referrer = digest(&manifest);
+    push_raw(
+        addr,
+        repo,
+        &referrer,
+        OCI_MANIFEST,
+        &manifest,
+        &[&empty, &sbom],
+    )
+    .await;
+    let listing = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": OCI_INDEX,
+        "manifests": [{
+            "mediaType": OCI_MANIFEST,
+            "digest": referrer,
+            "size": manifest.len(),
+            "artifactType": artifact_type,
+            "annotations": {"org.example.kind": "sbom"},
+        }],
+    })
+    .to_string()
+    .into_bytes();
+    let tag = format!("sha256-{}", &subject[7..]);
+    push_raw(addr, repo, &tag, OCI_INDEX, &listing, &[]).await;
+    Referrer {
+        digest: referrer,
+        manifest,
+        sbom,
+        artifact_type,
+    }
+}

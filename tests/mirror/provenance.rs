@@ -137,50 +137,6 @@ async fn a_publishers_cosign_key_decides_which_images_are_served() {
     }
 }
 
-/// Pushes `manifest` (and its `blobs`) to `repo:reference` with the distribution API
-/// itself: monolithic blob uploads, then the manifest. For artifacts skopeo does not copy.
-async fn push_raw(
-    addr: &str,
-    repo: &str,
-    reference: &str,
-    media_type: &str,
-    manifest: &[u8],
-    blobs: &[&[u8]],
-) {
-    let http = reqwest::Client::new();
-    for blob in blobs {
-        let r = http
-            .post(format!("http://{addr}/v2/{repo}/blobs/uploads/"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 202);
-        let location = r.headers()["location"].to_str().unwrap().to_owned();
-        let url = if location.starts_with("http") {
-            location
-        } else {
-            format!("http://{addr}{location}")
-        };
-        let sep = if url.contains('?') { '&' } else { '?' };
-        let r = http
-            .put(format!("{url}{sep}digest={}", oci::digest(blob)))
-            .header("content-type", "application/octet-stream")
-            .body(blob.to_vec())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
-    }
-    let r = http
-        .put(format!("http://{addr}/v2/{repo}/manifests/{reference}"))
-        .header("content-type", media_type)
-        .body(manifest.to_vec())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
-}
-
 /// A referrer (an SBOM whose `subject` is the image) listed the way a registry without
 /// the referrers API lists them, the OCI 1.1 tag schema (`sha256-<hex>` naming an
 /// index), is mirrored and served through our referrers API.
@@ -188,53 +144,12 @@ async fn push_raw(
 async fn referrers_of_the_pinned_image_are_mirrored_and_listed() {
     let dir = tempfile::tempdir().unwrap();
     let (upstream, _layout, index, index_digest) = upstream_with_image(dir.path(), 10_000);
-    let empty = b"{}".to_vec();
-    let sbom = br#"{"spdxVersion":"SPDX-2.3","name":"tool"}"#.to_vec();
-    let artifact_type = "application/vnd.example.sbom.v1";
-    let referrer = serde_json::json!({
-        "schemaVersion": 2,
-        "mediaType": oci::OCI_MANIFEST,
-        "artifactType": artifact_type,
-        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": oci::digest(&empty), "size": 2},
-        "layers": [{"mediaType": "application/spdx+json", "digest": oci::digest(&sbom), "size": sbom.len()}],
-        "subject": {"mediaType": oci::OCI_INDEX, "digest": index_digest, "size": index.len()},
-        "annotations": {"org.example.kind": "sbom"},
-    })
-    .to_string()
-    .into_bytes();
-    let referrer_digest = oci::digest(&referrer);
-    push_raw(
-        &upstream.addr,
-        "acme/tool",
-        &referrer_digest,
-        oci::OCI_MANIFEST,
-        &referrer,
-        &[&empty, &sbom],
-    )
-    .await;
-    let listing = serde_json::json!({
-        "schemaVersion": 2,
-        "mediaType": oci::OCI_INDEX,
-        "manifests": [{
-            "mediaType": oci::OCI_MANIFEST,
-            "digest": referrer_digest,
-            "size": referrer.len(),
-            "artifactType": artifact_type,
-            "annotations": {"org.example.kind": "sbom"},
-        }],
-    })
-    .to_string()
-    .into_bytes();
-    let fallback_tag = format!("sha256-{}", &index_digest[7..]);
-    push_raw(
-        &upstream.addr,
-        "acme/tool",
-        &fallback_tag,
-        oci::OCI_INDEX,
-        &listing,
-        &[],
-    )
-    .await;
+    let oci::Referrer {
+        digest: referrer_digest,
+        manifest: referrer,
+        sbom,
+        artifact_type,
+    } = oci::push_sbom_referrer(&upstream.addr, "acme/tool", &index_digest, index.len()).await;
 
     let (m, server, image) = publish_pinning(dir.path(), &upstream, &index_digest).await;
     until_status(&m.data, &image, "mirrored").await;

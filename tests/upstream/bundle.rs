@@ -58,6 +58,8 @@ async fn a_bundle_carries_the_index_and_images_into_a_site_without_network() {
         |_| "c2lnbmF0dXJl".into(),
     );
     registry.push(&sig.dir, &sig_tag, "acme/tool");
+    // And an SBOM that refers to it.
+    let sbom = oci::push_sbom_referrer(&registry.addr, "acme/tool", &digest, index.len()).await;
     let upstreams = dir.path().join("upstreams.yaml");
     std::fs::write(
         &upstreams,
@@ -277,9 +279,35 @@ async fn a_bundle_carries_the_index_and_images_into_a_site_without_network() {
         &format!("oci:{}:pulled", pulled.display()),
     ]);
     assert_eq!(oci::layout_blobs(&pulled), expected);
-    // The signature came along under its tag.
+    // The signature came along under its tag, the SBOM as a referrer.
     let (status, served) = bytes(&format!("{}/v2/{name}/manifests/{sig_tag}", server.url)).await;
     assert_eq!((status, served), (200, sig_manifest));
+    let listed: serde_json::Value =
+        reqwest::get(format!("{}/v2/{name}/referrers/{digest}", server.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert_eq!(
+        listed["manifests"][0]["digest"],
+        sbom.digest.as_str(),
+        "{listed}"
+    );
+    assert_eq!(listed["manifests"][0]["artifactType"], sbom.artifact_type);
+    let (status, served) = bytes(&format!(
+        "{}/v2/{name}/manifests/{}",
+        server.url, sbom.digest
+    ))
+    .await;
+    assert_eq!((status, served), (200, sbom.manifest.clone()));
+    let (status, served) = bytes(&format!(
+        "{}/v2/{name}/blobs/{}",
+        server.url,
+        oci::digest(&sbom.sbom)
+    ))
+    .await;
+    assert_eq!((status, served), (200, sbom.sbom.clone()));
     drop(server);
 
     // One platform only: the other's manifest and layer stay out, and the site serves
