@@ -67,6 +67,11 @@ pub fn definition(org: &str, name: &str, version: &str, hash: &str) -> String {
     derive("definition", &[org, name, version, hash])
 }
 
+/// An Atom feed of the marketplace's own (the whole catalog's: `feed("catalog")`).
+pub fn feed(name: &str) -> String {
+    derive("feed", &[name])
+}
+
 pub fn preset(name: &str) -> String {
     derive("preset", &[name])
 }

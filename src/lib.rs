@@ -15,6 +15,7 @@ pub mod clock;
 pub mod db;
 pub mod definition;
 pub mod ids;
+pub mod metrics;
 pub mod mirror;
 pub mod proto;
 pub mod ratelimit;

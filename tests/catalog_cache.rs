@@ -65,6 +65,18 @@ async fn writes_from_this_store_and_another_on_the_same_file_show_at_once() {
         }
     }
     let facets = server.facets().await.unwrap();
+    // Plugins found by stable id, through the same per-generation index.
+    let gateway_id = marketplace::ids::plugin("acme", "gateway");
+    let by_id = async |store: &Store| store.listed_by_id(&gateway_id).await.unwrap();
+    let some_builtin = server.listed_names().await.unwrap()[0].clone();
+    assert_eq!(
+        server
+            .listed_by_id(&marketplace::ids::plugin(&some_builtin.0, &some_builtin.1))
+            .await
+            .unwrap(),
+        Some(some_builtin.clone())
+    );
+    assert_eq!(by_id(&server).await, None);
     assert!(
         server.cache_usage().entries >= 6,
         "pages and ranked lists cached"
@@ -86,6 +98,8 @@ async fn writes_from_this_store_and_another_on_the_same_file_show_at_once() {
     }
     let after = server.facets().await.unwrap();
     assert!(has_publisher(&after, "acme"));
+    let acme = Some(("acme".to_owned(), "gateway".to_owned()));
+    assert_eq!(by_id(&server).await, acme);
     assert_eq!(
         tag_count(&after, &tag),
         tag_count(&facets, &tag).map(|n| n + 1)
@@ -127,16 +141,19 @@ async fn writes_from_this_store_and_another_on_the_same_file_show_at_once() {
     }
     let suspended = server.facets().await.unwrap();
     assert!(!has_publisher(&suspended, "acme"));
+    assert_eq!(by_id(&server).await, None);
     assert_eq!(tag_count(&suspended, &tag), tag_count(&facets, &tag));
 
     // This process resumes it; the other process's cache, warmed while acme was
     // suspended, sees that too.
     assert_eq!(listing(&other, &queries[1]).await, before[1]);
+    assert_eq!(by_id(&other).await, None);
     server.resume_publisher("acme", &[]).await.unwrap();
     let (items, total) = listing(&other, &queries[1]).await;
     assert_eq!(total, before[1].1 + 1);
     assert!(acme_gateway(&items).is_some());
     assert!(has_publisher(&other.facets().await.unwrap(), "acme"));
+    assert_eq!(by_id(&other).await, acme);
 
     // Yanking the last listed version unlists the plugin everywhere.
     other
@@ -150,6 +167,7 @@ async fn writes_from_this_store_and_another_on_the_same_file_show_at_once() {
         tag_count(&server.facets().await.unwrap(), &tag),
         tag_count(&facets, &tag)
     );
+    assert_eq!(by_id(&server).await, None);
 }
 
 #[tokio::test]

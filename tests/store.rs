@@ -32,7 +32,121 @@ conformance!(
     tokens_map_to_their_publisher_until_revoked,
     mirror_jobs_and_what_they_serve,
     a_lease_has_one_holder_until_it_runs_out_or_is_given_back,
+    feeds_list_versions_newest_first_with_yanks_and_ids_find_plugins,
 );
+
+/// The feeds' versions: newest first per scope, a yank kept with its time (the first
+/// yank's), suspended publishers left out; and listed plugins found by stable id.
+async fn feeds_list_versions_newest_first_with_yanks_and_ids_find_plugins(b: Backend) {
+    use marketplace::store::FeedScope;
+    let store = &b.store;
+    builtin::load(store, NOW).await.unwrap();
+    for (i, (publisher, name, version)) in [
+        ("acme", "gateway", "1.0.0"),
+        ("acme", "gateway", "1.1.0"),
+        ("acme", "storage", "2.0.0"),
+        ("beta", "gateway", "0.1.0"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        store
+            .insert_version(publisher, &with_version(name, version), NOW + 10 + i as i64)
+            .await
+            .unwrap();
+    }
+    let hash = with_version("gateway", "1.1.0").hash;
+    store
+        .yank("acme", std::slice::from_ref(&hash), &[], NOW + 20)
+        .await
+        .unwrap();
+    // Yanking again keeps the first yank's time.
+    store
+        .yank("acme", std::slice::from_ref(&hash), &[], NOW + 30)
+        .await
+        .unwrap();
+    let shown = |vs: Vec<marketplace::store::FeedVersion>| -> Vec<String> {
+        vs.into_iter()
+            .map(|v| {
+                format!(
+                    "{}/{}@{} {}{}",
+                    v.publisher,
+                    v.name,
+                    v.version,
+                    v.published_at - NOW,
+                    v.yanked_at
+                        .map(|t| format!(" yanked {}", t - NOW))
+                        .unwrap_or_default()
+                )
+            })
+            .collect()
+    };
+    let all = shown(store.feed(&FeedScope::Catalog, 4).await.unwrap());
+    assert_eq!(
+        all,
+        [
+            "beta/gateway@0.1.0 13",
+            "acme/storage@2.0.0 12",
+            "acme/gateway@1.1.0 11 yanked 20",
+            "acme/gateway@1.0.0 10"
+        ]
+    );
+    let builtins = builtin::definitions().unwrap().len();
+    assert_eq!(
+        store.feed(&FeedScope::Catalog, 1000).await.unwrap().len(),
+        4 + builtins
+    );
+    assert_eq!(
+        shown(
+            store
+                .feed(&FeedScope::Publisher("acme".into()), 50)
+                .await
+                .unwrap()
+        ),
+        all[1..]
+    );
+    let gateway = FeedScope::Plugin {
+        publisher: "acme".into(),
+        name: "gateway".into(),
+    };
+    assert_eq!(shown(store.feed(&gateway, 50).await.unwrap()), all[2..]);
+    assert!(
+        store
+            .feed(&FeedScope::Publisher("nobody".into()), 50)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let id = marketplace::ids::plugin("acme", "storage");
+    let named = Some(("acme".to_owned(), "storage".to_owned()));
+    assert_eq!(store.listed_by_id(&id).await.unwrap(), named);
+    store
+        .suspend_publisher("acme", "{}", &[], NOW + 40)
+        .await
+        .unwrap();
+    assert_eq!(
+        shown(store.feed(&FeedScope::Catalog, 4).await.unwrap())[0],
+        "beta/gateway@0.1.0 13"
+    );
+    assert!(
+        store
+            .feed(&FeedScope::Publisher("acme".into()), 50)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.listed_by_id(&id).await.unwrap(), None);
+    store.resume_publisher("acme", &[]).await.unwrap();
+    assert_eq!(store.listed_by_id(&id).await.unwrap(), named);
+    assert_eq!(
+        store
+            .listed_by_id(&marketplace::ids::plugin("acme", "nothing"))
+            .await
+            .unwrap(),
+        None
+    );
+}
 
 /// Leases (who re-signs the index among replicas): one holder at a time; its holder
 /// renews it; another takes it only once it ran out or was given back.

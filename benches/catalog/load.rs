@@ -18,28 +18,51 @@ pub(crate) fn client() -> Result<reqwest::Client, BoxError> {
         .build()?)
 }
 
+/// One request of a scenario: a GET of `path`, or a Connect unary call (a POST of the
+/// JSON message `json` to `path`).
+#[derive(Debug, Clone)]
+pub(crate) struct Req {
+    pub(crate) path: String,
+    pub(crate) json: Option<String>,
+}
+
+impl From<String> for Req {
+    fn from(path: String) -> Req {
+        Req { path, json: None }
+    }
+}
+
 /// One request: wall time from send to the last body byte; the status must be 200.
 pub(crate) async fn fetch(
     client: &reqwest::Client,
     base: &str,
-    path: &str,
+    req: &Req,
 ) -> Result<(Duration, usize), String> {
-    let url = format!("{base}{path}");
+    let url = format!("{base}{}", req.path);
+    let (method, path) = (if req.json.is_some() { "POST" } else { "GET" }, &req.path);
     let started = Instant::now();
-    let response = client
-        .get(&url)
+    let request = match &req.json {
+        None => client.get(&url),
+        Some(json) => client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(json.clone()),
+    };
+    let response = request
         .send()
         .await
-        .map_err(|e| format!("GET {path}: {e}"))?;
+        .map_err(|e| format!("{method} {path}: {e}"))?;
     let status = response.status();
     let body = response
         .bytes()
         .await
-        .map_err(|e| format!("GET {path}: reading the body: {e}"))?;
+        .map_err(|e| format!("{method} {path}: reading the body: {e}"))?;
     let elapsed = started.elapsed();
     if status != reqwest::StatusCode::OK {
         let text = String::from_utf8_lossy(&body[..body.len().min(500)]).into_owned();
-        return Err(format!("GET {path}: expected 200, got {status}: {text}"));
+        return Err(format!(
+            "{method} {path}: expected 200, got {status}: {text}"
+        ));
     }
     Ok((elapsed, body.len()))
 }
@@ -49,7 +72,7 @@ pub(crate) async fn sequential(
     client: &reqwest::Client,
     base: &str,
     name: &'static str,
-    paths: &[String],
+    paths: &[Req],
 ) -> Result<Stats, BoxError> {
     let started = Instant::now();
     let mut times = Vec::with_capacity(paths.len());
@@ -69,11 +92,11 @@ pub(crate) async fn sequential(
 pub(crate) async fn concurrent(
     base: &str,
     name: &'static str,
-    paths: &[String],
+    paths: &[Req],
     connections: usize,
     total: usize,
 ) -> Result<Stats, BoxError> {
-    let paths: Arc<[String]> = paths.into();
+    let paths: Arc<[Req]> = paths.into();
     let next = Arc::new(AtomicUsize::new(0));
     let ready = Arc::new(tokio::sync::Barrier::new(connections + 1));
     let mut tasks = tokio::task::JoinSet::new();

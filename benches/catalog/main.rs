@@ -36,7 +36,7 @@ mod pg;
 mod server;
 
 use generate::*;
-use load::{Stats, fetch};
+use load::{Req, Stats, fetch};
 use server::{Server, env_number};
 
 /// Every scenario's p99 over one connection must be at or below this.
@@ -194,7 +194,17 @@ async fn run(load: &Load, database: Option<&str>) -> Result<Outcome, BoxError> {
     }
 
     // --- 3. scenarios -------------------------------------------------------------
-    let scenarios = scenarios(requests, last_page);
+    // Stable ids of every listed plugin, as Fundament's catalog client sends them.
+    let ids: Vec<String> = {
+        let store = marketplace::store::Store::connect(&db, 2).await?;
+        let names = store.listed_names().await?;
+        store.close().await;
+        names
+            .iter()
+            .map(|(p, n)| marketplace::ids::plugin(p, n))
+            .collect()
+    };
+    let scenarios = scenarios(requests, last_page, &ids);
     let warmup = (requests / 5).clamp(20, 300);
     let started = Instant::now();
     for s in &scenarios {
@@ -272,17 +282,17 @@ async fn database_size(
 
 struct Scenario {
     name: &'static str,
-    paths: Vec<String>,
+    paths: Vec<Req>,
 }
 
 /// Request paths are generated up front so formatting is not timed.
-fn scenarios(requests: usize, last_page: usize) -> Vec<Scenario> {
+fn scenarios(requests: usize, last_page: usize, ids: &[String]) -> Vec<Scenario> {
     let vocab: Vec<&str> = WORDS.iter().chain(TAGS).copied().collect();
     let word = |i: usize| vocab[(i * 7) % vocab.len()];
     let tag = |i: usize| TAGS[(i * 11) % TAGS.len()];
     let make = |name, f: &dyn Fn(usize) -> String| Scenario {
         name,
-        paths: (0..requests).map(f).collect(),
+        paths: (0..requests).map(|i| Req::from(f(i))).collect(),
     };
     vec![
         make("page /?q=word", &|i| format!("/?q={}", word(i))),
@@ -306,6 +316,20 @@ fn scenarios(requests: usize, last_page: usize) -> Vec<Scenario> {
             format!("/api/v1/plugins?page={n}")
         }),
         make("page / (unfiltered)", &|_| "/".to_owned()),
+        Scenario {
+            // Spread over every listed plugin: found by id in one lookup, wherever
+            // the plugin sorts.
+            name: "catalog.v1 GetPlugin by id",
+            paths: (0..requests)
+                .map(|i| Req {
+                    path: "/catalog.v1.CatalogService/GetPlugin".to_owned(),
+                    json: Some(format!(
+                        r#"{{"pluginId":"{}"}}"#,
+                        ids[(i * 7919) % ids.len()]
+                    )),
+                })
+                .collect(),
+        },
     ]
 }
 
@@ -339,7 +363,7 @@ async fn after_writes(
             .insert_version(&base_plugin.publisher, &def, unix_now())
             .await?;
         expected += 1;
-        let (elapsed, len) = fetch(client, base, &path).await?;
+        let (elapsed, len) = fetch(client, base, &Req::from(path.clone())).await?;
         let total = get_json(client, &url).await?["total"].as_i64();
         if total != Some(expected) {
             return Err(format!(

@@ -12,6 +12,9 @@
 //!    CLI (`marketplace sync --once`, process start included).
 //! 3. Warm: `BENCH_WARM_ROUNDS` (default 50) further rounds of the last worker with
 //!    nothing changed.
+//!    Then `BENCH_DETAIL_REQUESTS` (default 2000) calls of Fundament's
+//!    `organization.v1` `GetPluginDetail` on the worker's local API, each by a plugin's
+//!    stable id, spread over all of them: found by one lookup, wherever it sorts.
 //! 4. Peer: `benches/sync/ngclient.py` refreshes with an empty cache and downloads every
 //!    target (the python from `.venv`, or `MARKETPLACE_TEST_PYTHON`).
 //!
@@ -21,7 +24,7 @@
 //!
 //! `cargo bench --bench sync`; `BENCH_DEFINITIONS` makes it smaller. Exits non-zero when
 //! a target is missed: cold ≤ 1 s and at least 6× faster than ngclient, warm p50 ≤ 20 ms,
-//! cold on PostgreSQL ≤ 1.5 s.
+//! cold on PostgreSQL ≤ 1.5 s, `GetPluginDetail` p99 ≤ 20 ms.
 //! Each cold run prints its phases (metadata, downloads, parsing, store) and the CPU
 //! time the worker and the server spent on it.
 
@@ -52,6 +55,8 @@ const PEER_RATIO: f64 = 6.0;
 const WARM_TARGET: Duration = Duration::from_millis(20);
 /// A cold sync with the worker's state in PostgreSQL.
 const COLD_POSTGRES_TARGET: Duration = Duration::from_millis(1500);
+/// Fundament's `GetPluginDetail` by a plugin's stable id, p99 over one connection.
+const DETAIL_TARGET: Duration = Duration::from_millis(20);
 
 fn main() -> ExitCode {
     // `MARKETPLACE_LOG=marketplace=debug` shows each round's phases.
@@ -76,6 +81,7 @@ async fn run() -> Result<bool, BoxError> {
     let definitions = env_number("BENCH_DEFINITIONS", 10_000);
     let cold_runs = env_number("BENCH_COLD_RUNS", 3);
     let warm_rounds = env_number("BENCH_WARM_ROUNDS", 50);
+    let detail_requests = env_number("BENCH_DETAIL_REQUESTS", 2_000);
     let dir = tempfile::tempdir()?;
     let started = Instant::now();
     let seeded = seed::seed(dir.path(), definitions, 100.min(definitions), None).await?;
@@ -233,6 +239,10 @@ async fn run() -> Result<bool, BoxError> {
     let warm = warms[warms.len() / 2];
     let warm_ok = warm <= WARM_TARGET;
 
+    let worker = std::sync::Arc::new(worker);
+    let detail = plugin_detail(worker.clone(), detail_requests).await?;
+    let detail_ok = detail.1 <= DETAIL_TARGET;
+
     // The peer: python-tuf's ngclient, same targets, same server, same run.
     let list = dir.path().join("targets.txt");
     std::fs::write(&list, targets.join("\n"))?;
@@ -288,6 +298,13 @@ async fn run() -> Result<bool, BoxError> {
         ms(WARM_TARGET),
         if warm_ok { "PASS" } else { "FAIL" }
     );
+    println!(
+        "organization.v1 GetPluginDetail by id, {detail_requests} requests spread over every plugin: p50 {:.2} ms, p99 {:.2} ms (target p99 ≤ {} ms)  [{}]",
+        ms(detail.0),
+        ms(detail.1),
+        ms(DETAIL_TARGET),
+        if detail_ok { "PASS" } else { "FAIL" }
+    );
     let peer_ok = match peer {
         Some((secs, wall)) => {
             let ok = secs.as_secs_f64() >= PEER_RATIO * cold.as_secs_f64();
@@ -305,7 +322,62 @@ async fn run() -> Result<bool, BoxError> {
             false
         }
     };
-    Ok(cold_ok && warm_ok && peer_ok && pg_cold_ok)
+    Ok(cold_ok && warm_ok && peer_ok && pg_cold_ok && detail_ok)
+}
+
+/// p50 and p99 of `requests` calls of Fundament's `GetPluginDetail` on the worker's local
+/// API (served on loopback, one keep-alive connection, a reader token), each for a
+/// plugin's stable id, spread over every plugin the view offers.
+async fn plugin_detail(
+    worker: std::sync::Arc<Worker>,
+    requests: usize,
+) -> Result<(Duration, Duration), BoxError> {
+    let (_, token) = worker
+        .store()
+        .create_token(&marketplace::sync::sideload::Scope::Reader, 0)
+        .await?;
+    let ids: Vec<String> = worker
+        .view("bench")
+        .await?
+        .plugins()
+        .map(|p| marketplace::ids::org_plugin(&p.name))
+        .collect();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!(
+        "http://{}/orgs/bench/organization.v1.PluginService/GetPluginDetail",
+        listener.local_addr()?
+    );
+    let app = marketplace::api::worker::router(worker);
+    let served = tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = reqwest::Client::builder().no_proxy().build()?;
+    let mut times = Vec::with_capacity(requests);
+    for i in 0..requests.max(1) {
+        let t = Instant::now();
+        let response = client
+            .post(&url)
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .body(format!(
+                r#"{{"pluginId":"{}"}}"#,
+                ids[(i * 7919) % ids.len()]
+            ))
+            .send()
+            .await?;
+        let status = response.status();
+        let body = response.bytes().await?;
+        times.push(t.elapsed());
+        if !status.is_success() {
+            return Err(format!(
+                "GetPluginDetail answered {status}: {}",
+                String::from_utf8_lossy(&body)
+            )
+            .into());
+        }
+    }
+    served.abort();
+    times.sort();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    Ok((at(0.5), at(0.99)))
 }
 
 /// `DIR/NAME/sync.yaml` for one source (the worker's state in `database` when given);

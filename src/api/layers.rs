@@ -65,8 +65,13 @@ impl Limits {
 }
 
 /// Middleware applied to a whole application. The last layer added runs first: tracing
-/// sees every request, including those the limits refuse.
-pub fn with_layers<S: Clone + Send + Sync + 'static>(router: axum::Router<S>) -> axum::Router<S> {
+/// sees every request, including those the limits refuse, and so do the request
+/// metrics (`http`, each request under the surface `surface` names from its route).
+pub fn with_layers<S: Clone + Send + Sync + 'static>(
+    router: axum::Router<S>,
+    http: std::sync::Arc<crate::metrics::HistogramVec>,
+    surface: fn(&str) -> &'static str,
+) -> axum::Router<S> {
     let header = |name: &'static str, value: &'static str| {
         SetResponseHeaderLayer::if_not_present(
             HeaderName::from_static(name),
@@ -80,6 +85,9 @@ pub fn with_layers<S: Clone + Send + Sync + 'static>(router: axum::Router<S>) ->
         .layer(header("referrer-policy", "no-referrer"))
         .layer(header("x-frame-options", "DENY"))
         .layer(middleware::from_fn(limit_headers))
+        .layer(middleware::from_fn(move |req: Request, next: Next| {
+            super::metrics::record(req, next, http.clone(), surface)
+        }))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(make_span)

@@ -3,12 +3,14 @@
 //!
 //! - `pages`: the server-rendered catalog (HTML errors);
 //! - `catalog`: the JSON read API under `/api/v1/plugins`;
+//! - `feeds`: Atom feeds of new versions (catalog, publisher, plugin);
 //! - `tuf`: the signed index's files under `/tuf/`;
 //! - `publishing`: publish, yank, re-sign, `/api/v1/publishers...` (publisher tokens);
 //! - `review`: the reviewers' JSON API under `/api/v1/review/` (reviewer tokens);
 //! - `upstream`: the upstream followed and its last round, `/api/v1/upstream`;
 //! - `registry`: the OCI pull API under `/v2/` (its own error body);
-//! - `ops`: `/healthz`, `/readyz`;
+//! - `ops`: `/healthz`, `/readyz`, `/metrics` (`metrics`: the exposition, and the
+//!   request metrics of both applications);
 //! - `connect`: Fundament's Connect contracts (here `catalog.v1`, `registry.v1` and
 //!   `admin.v1`);
 //! - `worker`: the sync worker's local API (its own application, its own state).
@@ -27,7 +29,9 @@ pub mod catalog;
 pub mod connect;
 pub mod error;
 pub mod extract;
+pub mod feeds;
 pub mod layers;
+pub mod metrics;
 pub mod ops;
 pub mod pages;
 pub mod publishing;
@@ -80,6 +84,8 @@ pub struct AppState {
     pub listings: Arc<crate::catalog::Listings>,
     /// The upstream marketplace followed (`serve --upstream`), as its state is stored.
     pub upstream: Option<String>,
+    /// What `/metrics` counts: requests, publishes and refusals.
+    pub metrics: Arc<metrics::Metrics>,
 }
 
 impl AppState {
@@ -99,6 +105,7 @@ impl AppState {
             review: crate::review::ReviewMode::Off,
             listings: Default::default(),
             upstream: None,
+            metrics: Default::default(),
         }
     }
 }
@@ -128,6 +135,7 @@ pub fn app(state: AppState) -> Router {
     let routes = Router::new()
         .merge(pages::router())
         .merge(catalog::router())
+        .merge(feeds::router())
         .merge(ops::router())
         .merge(tuf::router())
         .merge(publishing::router())
@@ -138,5 +146,6 @@ pub fn app(state: AppState) -> Router {
         .merge(connect::publication::router(&state))
         .merge(connect::review::router(&state))
         .merge(pages::fallback());
-    layers::with_layers(routes).with_state(state)
+    let http = state.metrics.http.clone();
+    layers::with_layers(routes, http, metrics::server_surface).with_state(state)
 }

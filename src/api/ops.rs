@@ -25,7 +25,7 @@ pub fn router() -> axum::Router<AppState> {
     let routes = axum::Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics));
+        .route("/metrics", get(super::metrics::metrics));
     LIMITS.apply(routes, HttpError::into_response)
 }
 
@@ -47,32 +47,4 @@ async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<serde_json::
             )
         }
     }
-}
-
-/// Prometheus text exposition: the image mirror's images and bytes per status.
-async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, HttpError> {
-    use std::fmt::Write;
-    let counts = state.store.mirror_counts().await?;
-    let mut out = String::new();
-    out.push_str("# HELP marketplace_mirror_images Images pinned by published definitions, by mirror status.\n");
-    out.push_str("# TYPE marketplace_mirror_images gauge\n");
-    for (status, n, _) in &counts {
-        let _ = writeln!(out, "marketplace_mirror_images{{status=\"{status}\"}} {n}");
-    }
-    out.push_str(
-        "# HELP marketplace_mirror_bytes Bytes of mirrored images (manifests and blobs).\n",
-    );
-    out.push_str("# TYPE marketplace_mirror_bytes gauge\n");
-    let bytes = counts
-        .iter()
-        .find(|(s, ..)| s == "mirrored")
-        .map_or(0, |(_, _, b)| *b);
-    let _ = writeln!(out, "marketplace_mirror_bytes {bytes}");
-    Ok((
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        out,
-    ))
 }

@@ -154,7 +154,18 @@ async fn publish(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<(StatusCode, axum::Json<accept::Published>), HttpError> {
-    authorize(&state, client, &headers, &publisher).await?;
+    let outcome = publish_counted(&state, publisher, client, headers, body).await;
+    state.metrics.publishing("publish", outcome)
+}
+
+async fn publish_counted(
+    state: &AppState,
+    publisher: String,
+    client: ClientAddr,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<(StatusCode, axum::Json<accept::Published>), HttpError> {
+    authorize(state, client, &headers, &publisher).await?;
     let body = read_body(body).await?;
     let request: PublishRequest = serde_json::from_slice(&body).map_err(|e| {
         HttpError::new(
@@ -283,7 +294,9 @@ async fn yank(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<axum::Json<accept::Published>, HttpError> {
-    role_update(state, publisher, client, headers, body, RoleUpdate::Yank).await
+    let metrics = state.metrics.clone();
+    let outcome = role_update(state, publisher, client, headers, body, RoleUpdate::Yank).await;
+    metrics.publishing("yank", outcome)
 }
 
 /// The same targets re-signed: next version, the registered keys' signatures.
@@ -294,7 +307,9 @@ async fn resign(
     headers: HeaderMap,
     body: axum::body::Body,
 ) -> Result<axum::Json<accept::Published>, HttpError> {
-    role_update(state, publisher, client, headers, body, RoleUpdate::Resign).await
+    let metrics = state.metrics.clone();
+    let outcome = role_update(state, publisher, client, headers, body, RoleUpdate::Resign).await;
+    metrics.publishing("resign", outcome)
 }
 
 /// The publisher's approved versions not in the signed index yet, with their exact

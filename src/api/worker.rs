@@ -78,13 +78,24 @@ pub fn router(worker: Arc<Worker>) -> axum::Router {
         })
         .with_state(worker.clone());
     let connect = super::connect::LIMITS.apply(
-        super::connect::organization::router(worker),
+        super::connect::organization::router(worker.clone()),
         super::connect::render,
     );
+    let http: Arc<crate::metrics::HistogramVec> = Default::default();
+    let metrics = {
+        let http = http.clone();
+        axum::Router::new().route(
+            "/metrics",
+            get(move || async move { super::metrics::worker_metrics(&worker, &http).await }),
+        )
+    };
     with_layers(
         LIMITS
             .apply(routes, HttpError::into_response)
+            .merge(super::ops::LIMITS.apply(metrics, HttpError::into_response))
             .merge(connect),
+        http,
+        super::metrics::worker_surface,
     )
 }
 

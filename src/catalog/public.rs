@@ -110,14 +110,9 @@ pub async fn list(
 pub async fn find(store: &Store, plugin_id: &str) -> Result<ListedPlugin, CatalogError> {
     let id = ids::parse("plugin_id", plugin_id).map_err(invalid)?;
     let not_found = || CatalogError::NotFound(format!("plugin {id}"));
-    // Ids are hashes of names: they are found by computing each listed plugin's.
-    let names = store.listed_names().await?;
-    let (publisher, name) = names
-        .iter()
-        .find(|(publisher, name)| ids::plugin(publisher, name) == id)
-        .ok_or_else(not_found)?;
+    let (publisher, name) = store.listed_by_id(&id).await?.ok_or_else(not_found)?;
     store
-        .listed_plugin(publisher, name)
+        .listed_plugin(&publisher, &name)
         .await?
         .ok_or_else(not_found)
 }

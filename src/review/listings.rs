@@ -141,15 +141,14 @@ pub async fn listing(
             .ok_or_else(missing);
     }
     // A plugin published without a listing: its id is a hash of its names.
-    let names = store.listed_names().await?;
-    let Some((publisher, name)) = names
-        .iter()
+    let Some((publisher, name)) = store
+        .listed_by_id(&id)
+        .await?
         .filter(|(p, _)| actor.may_see(p))
-        .find(|(p, n)| ids::plugin(p, n) == id)
     else {
         return Err(missing());
     };
-    with_plugin(store, publisher, name, None)
+    with_plugin(store, &publisher, &name, None)
         .await?
         .ok_or_else(missing)
 }

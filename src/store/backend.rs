@@ -15,11 +15,11 @@ use super::cache::CatalogCache;
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
 use super::{
-    Content, Definition, Domain, Facets, Inserted, LinkKind, ListedPlugin, ListingRow, MirrorJob,
-    MirrorStatus, MirroredImage, Page, PluginQuery, PluginRecord, PluginRef, PluginSummary,
-    PublisherRecord, Referrer, ReviewEventRow, ReviewVersionRow, ReviewerRow, ServedManifest,
-    Store, StoreError, StoredMetadata, Transition, Transitioned, Upload, UpstreamRound,
-    UpstreamRow, VersionRecord,
+    Content, Definition, Domain, Facets, FeedScope, FeedVersion, Inserted, LinkKind, ListedPlugin,
+    ListingRow, MirrorJob, MirrorStatus, MirroredImage, Page, PluginQuery, PluginRecord, PluginRef,
+    PluginSummary, PublisherRecord, Referrer, ReviewEventRow, ReviewVersionRow, ReviewerRow,
+    ServedManifest, Store, StoreError, StoredMetadata, Transition, Transitioned, Upload,
+    UpstreamRound, UpstreamRow, VersionRecord,
 };
 
 /// The backend a [`Store`] runs on.
@@ -120,6 +120,9 @@ store_traits! {
         /// Publisher and name of every plugin listings show, by publisher then name: what
         /// ids computed from names are looked up in.
         fn listed_names(&self) -> Vec<(String, String)>;
+        /// The newest `limit` versions in `scope`, newest first, yanked ones marked;
+        /// suspended publishers' left out (the Atom feeds).
+        fn feed(&self, scope: &FeedScope, limit: i64) -> Vec<FeedVersion>;
         /// One page of a catalog listing with the number of matches. Served from the catalog
         /// cache when this exact query was answered at the current generation; otherwise the
         /// missing parts (every match's id in order, then the page's rows) are read in one

@@ -185,7 +185,12 @@ struct State {
     generation: Option<i64>,
     entries: Lru<Key, Entry>,
     facets: Option<Arc<Facets>>,
+    listed_ids: Option<Arc<ListedIds>>,
 }
+
+/// Every listed plugin's publisher and name by its stable id (`ids::plugin`): ids are
+/// hashes of names, so without it finding one by id hashes every listed name.
+pub type ListedIds = std::collections::HashMap<String, (String, String)>;
 
 impl State {
     /// Moves to `generation` when it is newer, dropping what was read before it.
@@ -198,6 +203,7 @@ impl State {
             _ => {
                 self.entries.clear();
                 self.facets = None;
+                self.listed_ids = None;
                 self.generation = Some(generation);
                 true
             }
@@ -212,6 +218,7 @@ impl CatalogCache {
                 generation: None,
                 entries: Lru::new(budget),
                 facets: None,
+                listed_ids: None,
             }),
         }
     }
@@ -251,6 +258,21 @@ impl CatalogCache {
         let mut state = self.state();
         if state.at(generation) {
             state.facets = Some(facets);
+        }
+    }
+
+    pub(super) fn listed_ids(&self, generation: i64) -> Option<Arc<ListedIds>> {
+        let mut state = self.state();
+        if !state.at(generation) {
+            return None;
+        }
+        state.listed_ids.clone()
+    }
+
+    pub(super) fn put_listed_ids(&self, generation: i64, ids: Arc<ListedIds>) {
+        let mut state = self.state();
+        if state.at(generation) {
+            state.listed_ids = Some(ids);
         }
     }
 

@@ -10,6 +10,7 @@ mod backend;
 mod bulk;
 mod cache;
 mod changes;
+mod feed;
 mod mirror;
 mod postgres;
 mod publishers;
@@ -35,6 +36,7 @@ use sqlite::SqliteStore;
 
 pub use cache::{CacheUsage, DEFAULT_BUDGET as DEFAULT_CACHE_BUDGET};
 pub use changes::Stamp;
+pub use feed::{FeedScope, FeedVersion};
 pub use mirror::{Content, ContentKind, MirrorJob, MirrorStatus, Referrer, ServedManifest};
 pub use publishers::PublisherRecord;
 pub use query::{ListedPlugin, Page, PluginQuery, PluginSummary, Sort, search_tokens};
@@ -314,6 +316,30 @@ impl Store {
     /// ranking is the one pages use, from the same cache; the rows are read each time.
     pub async fn listed_plugins(&self, q: &PluginQuery) -> Result<Vec<ListedPlugin>, StoreError> {
         self.db.listed(q, &self.cache).await
+    }
+
+    /// Publisher and name of the listed plugin whose stable id (`ids::plugin`) is `id`:
+    /// one map lookup, the map built once per generation of the catalog (ids are hashes
+    /// of names, so a miss hashes every listed name once, not every request).
+    pub async fn listed_by_id(&self, id: &str) -> Result<Option<(String, String)>, StoreError> {
+        let generation = self.db.generation(Domain::Catalog).await?;
+        if let Some(ids) = self.cache.listed_ids(generation) {
+            return Ok(ids.get(id).cloned());
+        }
+        let ids: Arc<cache::ListedIds> = Arc::new(
+            self.db
+                .listed_names()
+                .await?
+                .into_iter()
+                .map(|(p, n)| (crate::ids::plugin(&p, &n), (p, n)))
+                .collect(),
+        );
+        // The names were read in their own statement: they belong to `generation` only
+        // when no write to the catalog came between the two reads of it.
+        if self.db.generation(Domain::Catalog).await? == generation {
+            self.cache.put_listed_ids(generation, ids.clone());
+        }
+        Ok(ids.get(id).cloned())
     }
 
     /// Tags of listed plugins with their counts (most used first, at most 50) and the

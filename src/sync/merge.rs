@@ -131,7 +131,7 @@ pub fn base(builtins: Vec<Row>, mut sources: Vec<SourceRows>) -> BaseView {
         }
         plugins.insert(name, first);
     }
-    BaseView { plugins, clashes }
+    BaseView::new(plugins, clashes)
 }
 
 /// Rule 2: the source's versions newer than every built-in version join the built-in.

@@ -1,13 +1,14 @@
 //! What an organization may install: the types of a merged view and the queries on it
 //! (latest per major, upgrades). Building views is `merge`; this module holds no I/O.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use semver::Version;
 use serde::Serialize;
 
 use crate::definition::Definition;
+use crate::ids;
 
 /// Who vouches for a version.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -243,6 +244,27 @@ fn opt_text<S: serde::Serializer>(v: &Option<Version>, s: S) -> Result<S::Ok, S:
 pub struct BaseView {
     pub plugins: BTreeMap<String, Plugin>,
     pub clashes: Vec<Clash>,
+    /// Each plugin's name by its stable id (`ids::org_plugin`), so finding one by id is
+    /// a lookup, not a hash of every name per request.
+    ids: HashMap<String, String>,
+    /// Versions offered in all.
+    versions: usize,
+}
+
+impl BaseView {
+    pub fn new(plugins: BTreeMap<String, Plugin>, clashes: Vec<Clash>) -> BaseView {
+        let ids = plugins
+            .keys()
+            .map(|name| (ids::org_plugin(name), name.clone()))
+            .collect();
+        let versions = plugins.values().map(|p| p.versions.len()).sum();
+        BaseView {
+            plugins,
+            clashes,
+            ids,
+            versions,
+        }
+    }
 }
 
 /// One organization's view: the base with the organization's sideloads laid over it.
@@ -260,6 +282,32 @@ impl OrgView {
         self.sideloads
             .get(name)
             .or_else(|| self.base.plugins.get(name))
+    }
+
+    /// How many versions the organization is offered: the base's, with each sideloaded
+    /// name's versions in place of what the base offers under that name.
+    pub fn offered_versions(&self) -> usize {
+        self.sideloads.values().fold(self.base.versions, |n, p| {
+            n - self
+                .base
+                .plugins
+                .get(&p.name)
+                .map_or(0, |b| b.versions.len())
+                + p.versions.len()
+        })
+    }
+
+    /// The plugin offered under the stable id `id` (`ids::org_plugin`, a name's hash):
+    /// a lookup in the base's index, and a hash of each of the organization's few
+    /// sideloads.
+    pub fn by_id(&self, id: &str) -> Option<&Plugin> {
+        match self.base.ids.get(id) {
+            Some(name) => self.plugin(name),
+            None => self
+                .sideloads
+                .values()
+                .find(|p| ids::org_plugin(&p.name) == id),
+        }
     }
 
     /// Every plugin offered to the organization, by name.

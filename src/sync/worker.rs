@@ -19,7 +19,7 @@
 //! # Ok(()) }
 //! ```
 
-use super::store::{LastGood as _, Sideloads as _, Sources as _};
+use super::store::{LastGood as _, Sideloads as _, Sources as _, Tokens as _};
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -106,6 +106,8 @@ pub struct Worker {
     cache: RwLock<Cached>,
     /// Serializes rebuilds so an older view never replaces a newer one.
     rebuilding: tokio::sync::Mutex<()>,
+    /// Rounds by `source` and `outcome` (changed, unchanged, failed), for `/metrics`.
+    rounds: crate::metrics::CounterVec,
 }
 
 impl Worker {
@@ -155,6 +157,7 @@ impl Worker {
                 view: Arc::default(),
             }),
             rebuilding: tokio::sync::Mutex::new(()),
+            rounds: Default::default(),
         };
         // The merged view is built by the first request that needs it; `--once` and the
         // token commands never do.
@@ -172,12 +175,49 @@ impl Worker {
     /// One round for one source (see [`round::sync_source`]). Rounds of one source never
     /// overlap, even across processes sharing the data directory.
     pub async fn sync_source(&self, source: &SourceConfig) -> Result<Synced, RoundError> {
+        let outcome = self.round(source).await;
+        let counted = match &outcome {
+            Ok(done) if done.unchanged => "unchanged",
+            Ok(_) => "changed",
+            Err(_) => "failed",
+        };
+        self.rounds.inc(&[&source.name, counted]);
+        outcome
+    }
+
+    async fn round(&self, source: &SourceConfig) -> Result<Synced, RoundError> {
         let _lock = lock_source(&self.config.data_dir, &source.name)?;
         let done =
             round::sync_source(&self.store, &self.fetcher, source, crate::clock::now()).await?;
         // The merged view is rebuilt lazily, by the first request that needs it (or
         // right away by `run`, which serves requests): a one-shot round never pays.
         Ok(done)
+    }
+
+    /// Rounds run by this process, by source and outcome.
+    pub fn rounds(&self) -> &crate::metrics::CounterVec {
+        &self.rounds
+    }
+
+    /// How many definitions (versions) each organization with a live token is
+    /// offered: the merged view with its sideloads, by organization.
+    pub async fn offered(&self) -> Result<Vec<(String, usize)>, SideloadError> {
+        let mut orgs: Vec<String> = self
+            .store
+            .tokens()
+            .await?
+            .into_iter()
+            .filter(|t| t.revoked_at.is_none())
+            .filter_map(|t| t.org)
+            .collect();
+        orgs.sort();
+        orgs.dedup();
+        let mut out = Vec::with_capacity(orgs.len());
+        for org in orgs {
+            let n = self.view(&org).await?.offered_versions();
+            out.push((org, n));
+        }
+        Ok(out)
     }
 
     /// One round for every source, concurrently; a failing source never holds up the

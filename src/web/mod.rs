@@ -6,6 +6,7 @@
 //! `api::pages`).
 
 pub mod assets;
+pub mod feed;
 mod listing;
 mod mirror;
 mod views;

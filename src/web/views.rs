@@ -114,6 +114,8 @@ pub struct CatalogPage {
     pub tags: Vec<(String, i64)>,
     pub publishers: Vec<String>,
     pub filtered: bool,
+    /// The feed of the publisher the page is filtered by; empty when it is not.
+    pub publisher_feed_url: String,
 }
 
 impl CatalogPage {
@@ -163,6 +165,11 @@ impl CatalogPage {
             q: params.q.clone().unwrap_or_default(),
             tag: q.tag.clone().unwrap_or_default(),
             publisher: q.publisher.clone().unwrap_or_default(),
+            publisher_feed_url: q
+                .publisher
+                .as_deref()
+                .map(super::feed::publisher_path)
+                .unwrap_or_default(),
             no_internet: q.no_internet,
             not_privileged: q.not_privileged,
             no_kube_system: q.no_kube_system,
@@ -253,6 +260,9 @@ pub struct PluginPage {
     pub not_installable: String,
     pub publisher: String,
     pub publisher_url: String,
+    /// Atom feeds of the plugin's versions and of its publisher's.
+    pub feed_url: String,
+    pub publisher_feed_url: String,
     pub name: String,
     pub display_name: String,
     pub description: String,
@@ -325,6 +335,8 @@ impl PluginPage {
                 "/?{}",
                 serde_urlencoded::to_string([("publisher", &d.publisher)]).unwrap_or_default()
             ),
+            feed_url: super::feed::plugin_path(&d.publisher, &d.name),
+            publisher_feed_url: super::feed::publisher_path(&d.publisher),
             display_name: def.display_name().to_owned(),
             description: def.description().to_owned(),
             version: d.latest.version.clone(),

@@ -107,15 +107,12 @@ impl OrgPlugins {
     /// The plugin `plugin_id` names in `view`, as Fundament is offered it.
     fn find<'v>(view: &'v OrgView, plugin_id: &str) -> Result<Cow<'v, Plugin>, ConnectError> {
         let id = ids::parse("plugin_id", plugin_id).map_err(ConnectError::invalid_argument)?;
-        view.plugins()
-            .find(|p| ids::org_plugin(&p.name) == id)
-            .and_then(installable)
-            .ok_or_else(|| {
-                ConnectError::not_found(format!(
-                    "no plugin {id} is offered to organization {}",
-                    view.org
-                ))
-            })
+        view.by_id(&id).and_then(installable).ok_or_else(|| {
+            ConnectError::not_found(format!(
+                "no plugin {id} is offered to organization {}",
+                view.org
+            ))
+        })
     }
 }
 

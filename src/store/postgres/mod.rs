@@ -105,6 +105,8 @@ pub(crate) async fn begin_read(
         .await
 }
 
+crate::store::feed::feed_store!(PgStore);
+
 crate::store::upstream::upstream_store!(PgStore, begin_write, bump, write, bulk, tuf);
 
 crate::store::review::review_store!(PgStore, sqlx::PgConnection, begin_write, bump);

@@ -169,10 +169,12 @@ pub(super) async fn yank_in(
     let mut plugins = Vec::new();
     for hash in hashes {
         let ids: Vec<i64> = sqlx::query_scalar(
-                "UPDATE plugin_versions SET yanked = TRUE WHERE hash = $1 AND plugin_id IN
-                 (SELECT p.id FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.name = $2)
+                "UPDATE plugin_versions SET yanked_at = CASE WHEN yanked THEN yanked_at ELSE $1 END, yanked = TRUE
+                 WHERE hash = $2 AND plugin_id IN
+                 (SELECT p.id FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.name = $3)
                  RETURNING plugin_id",
             )
+            .bind(now)
             .bind(hash)
             .bind(publisher)
             .fetch_all(&mut **tx)

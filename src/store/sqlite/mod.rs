@@ -47,6 +47,8 @@ async fn read_generation(
         .await?)
 }
 
+crate::store::feed::feed_store!(SqliteStore);
+
 crate::store::upstream::upstream_store!(
     SqliteStore,
     crate::db::begin_write,

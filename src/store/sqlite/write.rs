@@ -168,10 +168,12 @@ pub(super) async fn yank_in(
     let mut plugins = Vec::new();
     for hash in hashes {
         let ids: Vec<i64> = sqlx::query_scalar(
-                "UPDATE plugin_versions SET yanked = TRUE WHERE hash = ? AND plugin_id IN
+                "UPDATE plugin_versions SET yanked_at = CASE WHEN yanked THEN yanked_at ELSE ? END, yanked = TRUE
+                 WHERE hash = ? AND plugin_id IN
                  (SELECT p.id FROM plugins p JOIN publishers pub ON pub.id = p.publisher_id WHERE pub.name = ?)
                  RETURNING plugin_id",
             )
+            .bind(now)
             .bind(hash)
             .bind(publisher)
             .fetch_all(&mut **tx)

@@ -218,6 +218,23 @@ fn sideloads_shadow_for_their_organization_only() {
     assert_eq!(b.plugin("backup").unwrap().origin, Origin::Builtin);
     assert!(b.plugin("tool").is_none());
     assert!(b.clashes.is_empty());
+
+    // Found by stable id as by name: the sideload that shadows keeps the name's id, a
+    // sideload-only name is found in its organization only.
+    let id = |name: &str| crate::ids::org_plugin(name);
+    let origin = |v: &OrgView, name: &str| v.by_id(&id(name)).map(|p| p.origin);
+    assert_eq!(origin(&a, "backup"), Some(Origin::Sideloaded));
+    assert_eq!(origin(&b, "backup"), Some(Origin::Builtin));
+    assert_eq!(origin(&a, "tool"), Some(Origin::Sideloaded));
+    assert_eq!(origin(&b, "tool"), None);
+    assert_eq!(origin(&a, "ghost"), None);
+    // backup's one built-in version gives way to the sideload's, and tool adds one.
+    assert_eq!(b.offered_versions(), 1);
+    assert_eq!(a.offered_versions(), 2);
+    assert_eq!(
+        a.offered_versions(),
+        a.plugins().map(|p| p.versions.len()).sum::<usize>()
+    );
 }
 
 #[test]
