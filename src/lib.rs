@@ -6,6 +6,7 @@
 //! `definition`, `blob` nothing. Nothing below `api` knows about requests or responses.
 //! docs/ARCHITECTURE.md has the rule of each module.
 
+pub mod admin;
 pub mod api;
 pub mod blob;
 pub mod bundle;

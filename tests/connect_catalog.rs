@@ -309,7 +309,9 @@ labels:
 
 async fn curated_state() -> AppState {
     let mut state = common::state().await;
-    state.curation = Arc::new(Curation::parse(CURATION).unwrap());
+    state.curation = Arc::new(marketplace::catalog::curation::LiveCuration::fixed(
+        Arc::new(Curation::parse(CURATION).unwrap()),
+    ));
     for (name, tags) in [("vault", "secrets"), ("disks", "storage, csi")] {
         state
             .store

@@ -471,17 +471,17 @@ async fn the_servers_schema_is_the_same_on_sqlite_and_postgresql() {
     let pool = postgres(&pg, &POSTGRES_MIGRATIONS).await;
     let postgres = postgres_schema(&pool, &[("plugins", "search_document")], SEED).await;
 
-    assert_eq!(sqlite.columns.len(), 18, "{:?}", sqlite.columns.keys());
-    assert_eq!(sqlite.generated.len(), 7, "{:?}", sqlite.generated);
+    assert_eq!(sqlite.columns.len(), 19, "{:?}", sqlite.columns.keys());
+    assert_eq!(sqlite.generated.len(), 8, "{:?}", sqlite.generated);
     assert_eq!(sqlite.seeded, [(1, 0), (2, 0)]);
     only_seeded(&sqlite, "change_feed");
-    assert_eq!(sqlite.version, 14);
+    assert_eq!(sqlite.version, 15);
     assert_same(&sqlite, &postgres);
-    assert_eq!(last(&MIGRATIONS), Some(14));
-    assert_eq!(last(&POSTGRES_MIGRATIONS), Some(14));
+    assert_eq!(last(&MIGRATIONS), Some(15));
+    assert_eq!(last(&POSTGRES_MIGRATIONS), Some(15));
     // `migrate!("./migrations")` takes none of the files in the folders beside them.
-    assert_eq!(MIGRATIONS.iter().count(), 14);
-    assert_eq!(POSTGRES_MIGRATIONS.iter().count(), 6);
+    assert_eq!(MIGRATIONS.iter().count(), 15);
+    assert_eq!(POSTGRES_MIGRATIONS.iter().count(), 7);
 
     // What PostgreSQL has instead of the FTS5 table: a document column under GIN.
     let (kind, nullable): (String, String) = sqlx::query_as(

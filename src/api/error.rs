@@ -262,6 +262,7 @@ impl From<StoreError> for HttpError {
             | StoreError::PublisherExists(_)
             | StoreError::NoSuchPublisher(_)
             | StoreError::ReviewerExists(_)
+            | StoreError::OperatorExists(_)
             | StoreError::MetadataExists { .. }
             | StoreError::Corrupt(..) => HttpError::internal("store failure", &e),
         }
@@ -428,6 +429,56 @@ impl IntoResponse for HttpError {
                 .insert(header::RETRY_AFTER, secs.into());
         }
         response
+    }
+}
+
+impl From<crate::admin::AdminError> for HttpError {
+    fn from(e: crate::admin::AdminError) -> Self {
+        use crate::admin::AdminError as A;
+        use crate::trust::server::suspend::SuspendError as S;
+        let message = e.to_string();
+        let conflict = |m: String| HttpError::new(StatusCode::CONFLICT, ErrorCode::Conflict, m);
+        match e {
+            A::UnknownPublisher(_) | A::UnknownOperator(_) | A::UnknownReviewer(_) => {
+                HttpError::not_found(message)
+            }
+            A::PublisherExists(_) | A::OperatorExists(_) | A::ReviewerExists(_) => {
+                HttpError::new(StatusCode::CONFLICT, ErrorCode::AlreadyExists, message)
+            }
+            A::Followed { .. } => HttpError::forbidden(message),
+            A::Invalid { .. } => HttpError::bad_parameter(message),
+            A::NotInitialized => HttpError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::NotInitialized,
+                message,
+            ),
+            A::Suspend(s) => match s {
+                S::UnknownPublisher(_) => HttpError::not_found(message),
+                S::AlreadySuspended(_)
+                | S::NotSuspended(_)
+                | S::DroppedUpstream(..)
+                | S::NotDelegated(_)
+                | S::Builtin
+                | S::Conflict => conflict(message),
+                S::Trust(t) => t.into(),
+            },
+            A::Trust(t) => t.into(),
+            A::Store(s) => s.into(),
+        }
+    }
+}
+
+impl From<crate::catalog::curation::CurationError> for HttpError {
+    fn from(e: crate::catalog::curation::CurationError) -> Self {
+        use crate::catalog::curation::CurationError as C;
+        let message = e.to_string();
+        match e {
+            // The operator's file on the server: the request was fine, the file is not.
+            C::Read(..) | C::TooLarge(_) | C::Invalid { .. } => {
+                HttpError::unprocessable(ErrorCode::Rejected, message)
+            }
+            C::NoFile => HttpError::new(StatusCode::CONFLICT, ErrorCode::Conflict, message),
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! - `publishing`: publish, yank, re-sign, `/api/v1/publishers...` (publisher tokens);
 //! - `review`: the reviewers' JSON API under `/api/v1/review/` (reviewer tokens);
 //! - `upstream`: the upstream followed and its last round, `/api/v1/upstream`;
+//! - `admin`: the admin API under `/api/v1/admin/` (operator tokens);
 //! - `registry`: the OCI pull API under `/v2/` (its own error body);
 //! - `ops`: `/healthz`, `/readyz`, `/metrics` (`metrics`: the exposition, and the
 //!   request metrics of both applications);
@@ -24,6 +25,7 @@
 //! domain modules (`catalog`, `store`, `trust`, `sync`, `web` for view models); none of
 //! them calls back, and none of them depends on axum.
 
+pub mod admin;
 pub mod auth;
 pub mod catalog;
 pub mod connect;
@@ -77,7 +79,7 @@ pub struct AppState {
     pub pull_tokens: Option<Arc<std::collections::HashSet<String>>>,
     /// Categories, featured plugins and labels of `catalog.v1.CatalogService`, loaded
     /// at start (`serve --curation`); the compiled-in default otherwise.
-    pub curation: Arc<Curation>,
+    pub curation: Arc<crate::catalog::curation::LiveCuration>,
     /// Whether a new target needs an approved review (`serve --review`).
     pub review: crate::review::ReviewMode,
     /// Publishers' listings, kept per catalog generation for the catalog surfaces.
@@ -101,7 +103,9 @@ impl AppState {
             trust_forwarded_for: false,
             registry: None,
             pull_tokens: None,
-            curation: Curation::builtin(),
+            curation: Arc::new(crate::catalog::curation::LiveCuration::fixed(
+                Curation::builtin(),
+            )),
             review: crate::review::ReviewMode::Off,
             listings: Default::default(),
             upstream: None,
@@ -141,6 +145,7 @@ pub fn app(state: AppState) -> Router {
         .merge(publishing::router())
         .merge(review::router())
         .merge(upstream::router())
+        .merge(admin::router())
         .merge(registry::router())
         .merge(connect::catalog::router(&state))
         .merge(connect::publication::router(&state))

@@ -213,11 +213,19 @@ async fn publish_counted(
 /// The request body, read only once the token checked out: an anonymous client cannot
 /// make the server buffer a publish-sized body. `layers::Limits` caps its size.
 async fn read_body(body: axum::body::Body) -> Result<axum::body::Bytes, HttpError> {
+    read_body_within(body, MAX_PUBLISH_BODY_BYTES).await
+}
+
+/// A body its surface's `Limits` caps at `limit` bytes: one cut there is 413.
+pub(super) async fn read_body_within(
+    body: axum::body::Body,
+    limit: usize,
+) -> Result<axum::body::Bytes, HttpError> {
     axum::body::to_bytes(body, usize::MAX).await.map_err(|e| {
         let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
         while let Some(err) = source {
             if err.is::<http_body_util::LengthLimitError>() {
-                return super::layers::too_large(MAX_PUBLISH_BODY_BYTES);
+                return super::layers::too_large(limit);
             }
             source = err.source();
         }

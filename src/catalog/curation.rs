@@ -55,6 +55,62 @@ pub enum CurationError {
     TooLarge(String),
     #[error("{file}: {message}")]
     Invalid { file: String, message: String },
+    #[error(
+        "no curation file to reload: the server runs on the compiled-in default (start it with --curation FILE)"
+    )]
+    NoFile,
+}
+
+/// The curation being served, which a reload replaces (`POST
+/// /api/v1/admin/curation/reload` reads its file again). Requests take the current one
+/// with [`LiveCuration::get`], so each answers from one whole curation.
+#[derive(Debug)]
+pub struct LiveCuration {
+    path: Option<std::path::PathBuf>,
+    current: std::sync::RwLock<Arc<Curation>>,
+}
+
+/// What a reload loaded.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Reloaded {
+    pub file: String,
+    pub categories: usize,
+    pub featured: usize,
+}
+
+impl LiveCuration {
+    /// `curation`, read from `path` when it came from a file.
+    pub fn new(path: Option<std::path::PathBuf>, curation: Arc<Curation>) -> LiveCuration {
+        LiveCuration {
+            path,
+            current: std::sync::RwLock::new(curation),
+        }
+    }
+
+    /// A curation that is not reloaded (tests, the compiled-in default).
+    pub fn fixed(curation: Arc<Curation>) -> LiveCuration {
+        LiveCuration::new(None, curation)
+    }
+
+    pub fn get(&self) -> Arc<Curation> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Reads the file again; a file that does not load leaves the current curation.
+    pub fn reload(&self) -> Result<Reloaded, CurationError> {
+        let path = self.path.as_ref().ok_or(CurationError::NoFile)?;
+        let new = Arc::new(Curation::load(path)?);
+        let done = Reloaded {
+            file: path.display().to_string(),
+            categories: new.categories.len(),
+            featured: new.featured.len(),
+        };
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = new;
+        Ok(done)
+    }
 }
 
 /// A category of the catalog, in the order `ListCategories` returns them.

@@ -8,8 +8,10 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
+use crate::admin::Operator;
+use crate::admin::mirror::{self, Images};
 use crate::blob::BlobStore;
-use crate::store::{MirrorStatus, Store};
+use crate::store::Store;
 
 #[derive(Debug, Args)]
 pub struct MirrorArgs {
@@ -24,6 +26,8 @@ pub struct MirrorArgs {
     database: super::database::DatabaseArgs,
     #[command(flatten)]
     blobs: super::storage::BlobArgs,
+    #[command(flatten)]
+    server: super::remote::ServerArgs,
     #[command(subcommand)]
     command: MirrorCommand,
 }
@@ -154,16 +158,22 @@ pub(super) fn load_upstreams(
 pub fn run(args: MirrorArgs) -> anyhow::Result<bool> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async move {
+        if let Some(remote) = args.server.remote()? {
+            return remotely(&remote, args.command).await;
+        }
         let store = args.database.open(&args.data_dir).await?;
         let blobs = args.blobs.open(&args.data_dir).await?;
         let ok = match args.command {
-            MirrorCommand::Status { json } => status(&store, json).await?,
+            MirrorCommand::Status { json } => status(&mirror::status(&store).await?, json),
             MirrorCommand::Retry { filter } => {
-                let n = store
-                    .retry_mirrors(filter.as_deref(), crate::clock::now())
-                    .await?;
-                println!("{n} failed image(s) due now");
-                true
+                let done = mirror::retry(
+                    &store,
+                    &Operator::local(),
+                    &mirror::RetryRequest { filter },
+                    crate::clock::now(),
+                )
+                .await?;
+                retried(&done)
             }
             MirrorCommand::Verify { repair } => verify(&store, &*blobs, repair).await?,
             MirrorCommand::Run {
@@ -193,53 +203,39 @@ pub fn run(args: MirrorArgs) -> anyhow::Result<bool> {
     })
 }
 
-/// One image of `mirror status --json`: scripts read it, so it is this command's own
-/// type and not the store's row.
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ImageJson {
-    host: String,
-    repository: String,
-    digest: String,
-    status: String,
-    attempts: i64,
-    next_attempt_at: Option<i64>,
-    last_error: Option<String>,
-    last_error_detail: Option<String>,
-    size: Option<i64>,
-    verified_by: Option<String>,
-    updated_at: i64,
-}
-
-impl From<&MirrorStatus> for ImageJson {
-    fn from(i: &MirrorStatus) -> Self {
-        ImageJson {
-            host: i.host.clone(),
-            repository: i.repository.clone(),
-            digest: i.digest.clone(),
-            status: i.status.clone(),
-            attempts: i.attempts,
-            next_attempt_at: i.next_attempt_at,
-            last_error: i.last_error.clone(),
-            last_error_detail: i.last_error_detail.clone(),
-            size: i.size,
-            verified_by: i.verified_by.clone(),
-            updated_at: i.updated_at,
+/// `status` and `retry` through the admin API; the others run where the store and the
+/// blob store are (they read and write blobs).
+async fn remotely(remote: &super::remote::Remote, command: MirrorCommand) -> anyhow::Result<bool> {
+    match command {
+        MirrorCommand::Status { json } => Ok(status(&remote.get("mirror").await?, json)),
+        MirrorCommand::Retry { filter } => {
+            let request = mirror::RetryRequest { filter };
+            let done = remote
+                .call(reqwest::Method::POST, "mirror/retry", Some(&request))
+                .await?;
+            Ok(retried(&done))
         }
+        _ => anyhow::bail!(
+            "only `mirror status` and `mirror retry` act through --server; verify, run and gc read and write blobs, so they run beside the database and the blob store (give --database and --blob-store instead)"
+        ),
     }
 }
 
-async fn status(store: &Store, json: bool) -> anyhow::Result<bool> {
-    let images = store.mirror_statuses().await?;
+fn retried(done: &mirror::Retried) -> bool {
+    println!("{} failed image(s) due now", done.retried);
+    true
+}
+
+/// Prints every pinned image (`images`, from the store or the admin API).
+fn status(images: &Images, json: bool) -> bool {
     if json {
         // Through `json!`, whose objects sort their keys: the output always had them in
         // that order.
-        let images: Vec<ImageJson> = images.iter().map(ImageJson::from).collect();
-        println!("{}", serde_json::json!({ "images": images }));
-        return Ok(true);
+        println!("{}", serde_json::json!({ "images": images.images }));
+        return true;
     }
     let now = crate::clock::now();
-    for i in &images {
+    for i in &images.images {
         let detail = match i.status.as_str() {
             "mirrored" => format!("{} bytes", i.size.unwrap_or(0)),
             "failed" => format!(
@@ -258,19 +254,19 @@ async fn status(store: &Store, json: bool) -> anyhow::Result<bool> {
             i.status, i.host, i.repository, i.digest
         );
     }
-    let counts = store.mirror_counts().await?;
-    let summary: Vec<String> = counts
+    let summary: Vec<String> = ["pending", "mirroring", "mirrored", "failed"]
         .iter()
-        .filter(|(_, n, _)| *n > 0)
-        .map(|(s, n, _)| format!("{n} {s}"))
+        .map(|s| (s, images.images.iter().filter(|i| i.status == *s).count()))
+        .filter(|(_, n)| *n > 0)
+        .map(|(s, n)| format!("{n} {s}"))
         .collect();
     println!(
         "{} image(s){}{}",
-        images.len(),
+        images.images.len(),
         if summary.is_empty() { "" } else { ": " },
         summary.join(", ")
     );
-    Ok(true)
+    true
 }
 
 /// A progress line on a terminal, rewritten in place; nothing when piped.

@@ -2,13 +2,16 @@
 //! this is the only place (with background tasks) that uses `anyhow`.
 
 mod bundle;
+mod curation;
 mod database;
 mod db;
 mod follow;
 mod keys;
 mod mirror;
+mod operator;
 mod publish;
 mod publisher;
+mod remote;
 mod repo;
 mod resign;
 mod review;
@@ -60,6 +63,11 @@ enum Command {
     Review(review::ReviewArgs),
     /// Manage the marketplace's reviewers and their tokens
     Reviewer(reviewer::ReviewerArgs),
+    /// Operators' tokens for the admin API (`--server` on the commands that change the
+    /// server's state)
+    Operator(operator::OperatorArgs),
+    /// The catalog's curation on a running server (`reload` reads its file again)
+    Curation(curation::CurationArgs),
     /// Yank a published version: it stays downloadable by hash but leaves listings and
     /// is never offered as an upgrade.
     Yank(yank::YankArgs),
@@ -93,6 +101,8 @@ pub fn run() -> ExitCode {
         Command::Submit(args) => report(review::submit(args)),
         Command::Review(args) => report(review::review(args)),
         Command::Reviewer(args) => report(reviewer::run(args)),
+        Command::Operator(args) => report(operator::run(args)),
+        Command::Curation(args) => report(curation::run(args)),
         Command::Yank(args) => report(yank::run(args)),
         Command::Resign(args) => report(resign::run(args)),
         Command::Db(args) => report(db::run(args)),

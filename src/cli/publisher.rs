@@ -1,13 +1,16 @@
-//! `marketplace publisher add|list|rotate-key|new-token|revoke-token`
+//! `marketplace publisher add|list|rotate-key|cosign-keys|new-token|revoke-token|suspend|resume`,
+//! on the data directory or (`--server`) through the admin API: the same `admin`
+//! operations and answers either way.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
 
+use crate::admin::Operator;
+use crate::admin::publishers::{self as admin, InIndex, Keys, NewPublisher, PublisherStatus};
 use crate::store::Store;
 use crate::trust::PublicKey;
-use crate::trust::server::publishers::{self, Delegation, new_token, token_hash};
 
 #[derive(Debug, Args)]
 pub struct PublisherArgs {
@@ -22,6 +25,8 @@ pub struct PublisherArgs {
     database: super::database::DatabaseArgs,
     #[command(flatten)]
     keys: super::storage::KeysDirArgs,
+    #[command(flatten)]
+    server: super::remote::ServerArgs,
     #[command(subcommand)]
     command: PublisherCommand,
 }
@@ -94,56 +99,64 @@ struct KeySet {
 }
 
 impl KeySet {
-    fn parse(&self) -> anyhow::Result<Vec<PublicKey>> {
-        let keys = self
+    /// The keys as the admin operations take them: hex, each file read here; the
+    /// cosign PEM files read here too (`None` when none is given: those registered stay).
+    fn keys(&self) -> anyhow::Result<Keys> {
+        let public_keys = self
             .keys
             .iter()
-            .map(|k| PublicKey::parse(k).with_context(|| format!("--key {k}")))
+            .map(|k| {
+                PublicKey::parse(k)
+                    .map(|k| k.hex())
+                    .with_context(|| format!("--key {k}"))
+            })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(keys)
+        let cosign_keys = if self.cosign_keys.is_empty() {
+            None
+        } else {
+            Some(read_pems(&self.cosign_keys)?)
+        };
+        Ok(Keys {
+            public_keys,
+            threshold: self.threshold,
+            cosign_keys,
+        })
     }
+}
 
-    /// The cosign keys as (id, PEM), each checked before anything is stored.
-    fn cosign(&self) -> anyhow::Result<Vec<(String, String)>> {
-        read_cosign(&self.cosign_keys)
+/// `T of N key(s)` and one key id per line.
+fn describe(threshold: u64, key_ids: &[String]) -> String {
+    let mut out = format!("{threshold} of {} key(s)", key_ids.len());
+    for id in key_ids {
+        out.push_str(&format!("\n  key id {id}"));
     }
+    out
+}
 
-    /// Registers the cosign keys given, if any, and says so.
-    async fn store_cosign(
-        &self,
-        store: &Store,
-        name: &str,
-        cosign: &[(String, String)],
-        now: i64,
-    ) -> anyhow::Result<()> {
-        if self.cosign_keys.is_empty() {
-            return Ok(());
-        }
-        store.set_cosign_keys(name, cosign, now).await?;
-        for (id, _) in cosign {
-            println!(
-                "  cosign key {id}: {name}'s images are served only when signed by a registered key"
-            );
-        }
-        Ok(())
-    }
-
-    /// `T of N key(s)` and one key id per line.
-    fn describe(&self, keys: &[PublicKey]) -> String {
-        let mut out = format!("{} of {} key(s)", self.threshold, keys.len());
-        for k in keys {
-            out.push_str(&format!("\n  key id {}", k.key_id()));
-        }
-        out
+fn print_cosign(name: &str, ids: &[String], indent: &str) {
+    for id in ids {
+        println!(
+            "{indent}cosign key {id}: {name}'s images are served only when signed by a registered key"
+        );
     }
 }
 
 pub fn run(args: PublisherArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
+        if let Some(remote) = args.server.remote()? {
+            return command(&Target::Remote(remote), args.command).await;
+        }
         let store = args.database.open(&args.data_dir).await?;
         let keys_dir = args.keys.dir(&args.data_dir);
-        let result = command(&store, &keys_dir, args.command).await;
+        let result = command(
+            &Target::Local {
+                store: &store,
+                keys_dir: &keys_dir,
+            },
+            args.command,
+        )
+        .await;
         store.close().await;
         result
     })
@@ -165,91 +178,70 @@ fn online_keys(
     })
 }
 
-async fn command(
-    store: &Store,
-    keys_dir: &std::path::Path,
-    command: PublisherCommand,
-) -> anyhow::Result<()> {
+/// Where a command acts: on the database (and keys) directly, or through a server's
+/// admin API.
+enum Target<'a> {
+    Local {
+        store: &'a Store,
+        keys_dir: &'a std::path::Path,
+    },
+    Remote(super::remote::Remote),
+}
+
+/// A publisher's path in the admin API.
+fn at(name: &str, what: &str) -> String {
+    format!("publishers/{name}/{what}")
+}
+
+async fn command(target: &Target<'_>, command: PublisherCommand) -> anyhow::Result<()> {
+    use reqwest::Method;
     let now = crate::clock::now();
+    let who = Operator::local();
     match command {
         PublisherCommand::Add { name, keys: set } => {
-            let keys = set.parse()?;
-            let cosign = set.cosign()?;
-            let token = publishers::add(store, &name, &keys, set.threshold, now).await?;
-            println!("publisher {name} added: {}", set.describe(&keys));
-            set.store_cosign(store, &name, &cosign, now).await?;
+            let new = NewPublisher {
+                name,
+                keys: set.keys()?,
+            };
+            let added = match target {
+                Target::Local { store, .. } => admin::add(store, &who, &new, now).await?,
+                Target::Remote(r) => r.call(Method::POST, "publishers", Some(&new)).await?,
+            };
+            println!(
+                "publisher {} added: {}",
+                added.name,
+                describe(added.threshold, &added.key_ids)
+            );
+            print_cosign(&added.name, &added.cosign_key_ids, "  ");
             println!("API token (shown once; the server keeps only its hash):");
-            println!("{token}");
+            println!("{}", added.token);
         }
         PublisherCommand::List => {
-            let list = store.publisher_list().await?;
+            let list = match target {
+                Target::Local { store, .. } => admin::list(store, now).await?,
+                Target::Remote(r) => r.get::<Items<PublisherStatus>>("publishers").await?.items,
+            };
             if list.is_empty() {
                 println!("no publishers");
             }
-            let targets = crate::trust::server::state::current(store)
-                .await?
-                .map(|s| s.targets.signed.signed);
-            let roles = crate::trust::server::state::publisher_roles(store).await?;
-            let earliest = crate::trust::expiry::earliest_by_publisher(&roles);
             for p in list {
-                let parsed: Vec<Option<PublicKey>> = p
-                    .public_keys
-                    .iter()
-                    .map(|k| PublicKey::parse(k).ok())
-                    .collect();
-                let ids: Vec<String> = parsed
-                    .iter()
-                    .map(|k| k.as_ref().map_or("<invalid key>".into(), PublicKey::key_id))
-                    .collect();
-                let keys: Vec<PublicKey> = parsed.into_iter().flatten().collect();
-                let index = match (
-                    p.suspended_at,
-                    publishers::delegation(targets.as_ref(), &p.name, &keys, p.threshold),
-                ) {
-                    (Some(_), _) if p.origin.is_some() => {
-                        "SUSPENDED: not delegated (upstream dropped it, or `publisher suspend`)"
-                    }
-                    (Some(_), _) => "SUSPENDED: not delegated; `publisher resume` restores it",
-                    (None, Delegation::Missing) => "not yet in the index",
-                    (None, Delegation::Current) => "index up to date",
-                    (None, Delegation::Stale) => {
-                        "index names old keys until the publisher re-signs"
-                    }
-                };
-                let expiry = match earliest.get(p.name.as_str()) {
-                    None => String::new(),
-                    Some(r) if r.expired(now) => {
-                        format!("\tEXPIRED: role {} since {}", r.role, date(r.expires_at))
-                    }
-                    Some(r) if r.expiring_soon(now) => format!(
-                        "\tEXPIRES SOON: role {} on {} (in {})",
-                        r.role,
-                        date(r.expires_at),
-                        crate::clock::human_duration(r.expires_at - now)
-                    ),
-                    Some(r) => format!("\troles valid until {}", date(r.expires_at)),
-                };
-                let origin = p
-                    .origin
-                    .as_ref()
-                    .map_or_else(String::new, |o| format!("\tfollowed from {o}"));
-                println!(
-                    "{}\tthreshold {}\ttokens {}\tkeys {}\t{index}{expiry}{origin}",
-                    p.name,
-                    p.threshold,
-                    p.active_tokens,
-                    ids.join(",")
-                );
+                print_listed(&p, now);
             }
         }
         PublisherCommand::RotateKey { name, keys: set } => {
-            local_only(store, &name).await?;
-            let keys = set.parse()?;
-            let cosign = set.cosign()?;
-            let delegated = publishers::rotate(store, &name, &keys, set.threshold).await?;
-            println!("publisher {name} now signs with {}", set.describe(&keys));
-            set.store_cosign(store, &name, &cosign, now).await?;
-            if delegated {
+            let keys = set.keys()?;
+            let done = match target {
+                Target::Local { store, .. } => {
+                    admin::rotate_key(store, &who, &name, &keys, now).await?
+                }
+                Target::Remote(r) => r.call(Method::PUT, &at(&name, "keys"), Some(&keys)).await?,
+            };
+            println!(
+                "publisher {name} now signs with {}",
+                describe(done.threshold, &done.key_ids)
+            );
+            print_cosign(&name, &done.cosign_key_ids, "  ");
+            if done.delegated {
                 println!(
                     "uploads signed by the old keys are refused from now on; the signed index \
                      names the new keys once {name} runs `marketplace resign --key NEW_KEY \
@@ -260,65 +252,132 @@ async fn command(
             }
         }
         PublisherCommand::CosignKeys { name, cosign_keys } => {
-            let cosign = read_cosign(&cosign_keys)?;
-            store.set_cosign_keys(&name, &cosign, now).await?;
-            if cosign.is_empty() {
+            let pems = read_pems(&cosign_keys)?;
+            let done = match target {
+                Target::Local { store, .. } => {
+                    admin::set_cosign_keys(store, &who, &name, &pems, now).await?
+                }
+                Target::Remote(r) => {
+                    let body = serde_json::json!({ "cosign_keys": pems });
+                    r.call(Method::PUT, &at(&name, "cosign-keys"), Some(&body))
+                        .await?
+                }
+            };
+            if done.cosign_key_ids.is_empty() {
                 println!("{name}'s images no longer need a cosign signature");
             }
-            for (id, _) in &cosign {
-                println!(
-                    "cosign key {id}: {name}'s images are served only when signed by a registered key"
-                );
-            }
+            print_cosign(&name, &done.cosign_key_ids, "");
         }
         PublisherCommand::NewToken { name } => {
-            local_only(store, &name).await?;
-            let token = new_token();
-            store.add_token(&name, &token_hash(&token), now).await?;
+            let done = match target {
+                Target::Local { store, .. } => {
+                    admin::new_token_for(store, &who, &name, now).await?
+                }
+                Target::Remote(r) => {
+                    r.call::<(), _>(Method::POST, &at(&name, "tokens"), None)
+                        .await?
+                }
+            };
             println!("API token for {name} (shown once):");
-            println!("{token}");
+            println!("{}", done.token);
         }
         PublisherCommand::RevokeToken { name } => {
-            let n = store.revoke_tokens(&name, now).await?;
-            println!("revoked {n} token(s) of {name}");
+            let done = match target {
+                Target::Local { store, .. } => {
+                    admin::revoke_tokens(store, &who, &name, now).await?
+                }
+                Target::Remote(r) => {
+                    r.call::<(), _>(Method::DELETE, &at(&name, "tokens"), None)
+                        .await?
+                }
+            };
+            println!("revoked {} token(s) of {name}", done.revoked);
         }
         PublisherCommand::Suspend { name } => {
-            let keys = online_keys(keys_dir)?;
-            let v = crate::trust::server::suspend::suspend(store, &keys, &name, now).await?;
+            let v = suspension(target, &who, &name, true, now).await?;
             println!(
                 "publisher {name} suspended: targets v{v} no longer delegates to it; workers drop its plugins at their next round"
             );
         }
         PublisherCommand::Resume { name } => {
-            let keys = online_keys(keys_dir)?;
-            let v = crate::trust::server::suspend::resume(store, &keys, &name, now).await?;
+            let v = suspension(target, &who, &name, false, now).await?;
             println!("publisher {name} resumed: targets v{v} delegates to it again");
         }
     }
     Ok(())
 }
 
-/// Cosign public keys (id, PEM) from PEM files, each checked.
-fn read_cosign(paths: &[PathBuf]) -> anyhow::Result<Vec<(String, String)>> {
+/// Suspends or resumes `name`; the `targets.json` version that says so.
+async fn suspension(
+    target: &Target<'_>,
+    who: &Operator,
+    name: &str,
+    suspend: bool,
+    now: i64,
+) -> anyhow::Result<u64> {
+    let done: admin::Suspension = match target {
+        Target::Local { store, keys_dir } => {
+            let keys = online_keys(keys_dir)?;
+            admin::set_suspended(store, &keys, who, name, suspend, now).await?
+        }
+        Target::Remote(r) => {
+            let what = if suspend { "suspend" } else { "resume" };
+            r.call::<(), _>(reqwest::Method::POST, &at(name, what), None)
+                .await?
+        }
+    };
+    Ok(done.targets_version)
+}
+
+/// One line of `publisher list`.
+fn print_listed(p: &PublisherStatus, now: i64) {
+    let index = match (p.index, &p.origin) {
+        (InIndex::Suspended, Some(_)) => {
+            "SUSPENDED: not delegated (upstream dropped it, or `publisher suspend`)"
+        }
+        (InIndex::Suspended, None) => "SUSPENDED: not delegated; `publisher resume` restores it",
+        (InIndex::Missing, _) => "not yet in the index",
+        (InIndex::Current, _) => "index up to date",
+        (InIndex::Stale, _) => "index names old keys until the publisher re-signs",
+    };
+    let expiry = match &p.earliest_role {
+        None => String::new(),
+        Some(r) if r.expired => {
+            format!("\tEXPIRED: role {} since {}", r.role, date(r.expires_at))
+        }
+        Some(r) if r.expiring_soon => format!(
+            "\tEXPIRES SOON: role {} on {} (in {})",
+            r.role,
+            date(r.expires_at),
+            crate::clock::human_duration(r.expires_at - now)
+        ),
+        Some(r) => format!("\troles valid until {}", date(r.expires_at)),
+    };
+    let origin = p
+        .origin
+        .as_ref()
+        .map_or_else(String::new, |o| format!("\tfollowed from {o}"));
+    println!(
+        "{}\tthreshold {}\ttokens {}\tkeys {}\t{index}{expiry}{origin}",
+        p.name,
+        p.threshold,
+        p.active_tokens,
+        p.key_ids.join(",")
+    );
+}
+
+#[derive(serde::Deserialize)]
+struct Items<T> {
+    items: Vec<T>,
+}
+
+/// Cosign public keys (PEM text) from files, as the admin operations take them.
+fn read_pems(paths: &[PathBuf]) -> anyhow::Result<Vec<String>> {
     paths
         .iter()
         .map(|path| {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("--cosign-key {}", path.display()))?;
-            let key = crate::mirror::signature::CosignKey::parse(&text)
-                .map_err(|why| anyhow::anyhow!("--cosign-key {}: {why}", path.display()))?;
-            Ok((key.id, key.pem))
+            std::fs::read_to_string(path)
+                .with_context(|| format!("--cosign-key {}", path.display()))
         })
         .collect()
-}
-
-/// Refuses to change the keys or tokens of a publisher followed from an upstream: they
-/// are the upstream's, and the next round would bring the upstream's keys back.
-async fn local_only(store: &Store, name: &str) -> anyhow::Result<()> {
-    if let Some(origin) = store.publisher(name).await?.and_then(|p| p.origin) {
-        anyhow::bail!(
-            "publisher {name} is followed from the upstream marketplace {origin}: its keys and tokens are the upstream's (it publishes there)"
-        );
-    }
-    Ok(())
 }

@@ -1,15 +1,16 @@
-//! `marketplace reviewer add|list|revoke`: the marketplace's reviewers, who approve,
+//! `marketplace reviewer add|list|revoke` (on the data directory, or `--server` through
+//! the admin API): the marketplace's reviewers, who approve,
 //! request changes to or reject versions submitted for review
 //! (`admin.v1.ReviewService`, `marketplace review`). A reviewer's token is printed
 //! once and kept as its sha256; it cannot publish, and a publisher's cannot review.
 
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::{Args, Subcommand};
 
-/// Reviewer tokens: `mkr_` and 64 hex digits (publishers' are `mkt_`).
-const TOKEN_PREFIX: &str = "mkr_";
+use crate::admin::{Operator, reviewers};
+use crate::store::Store;
 
 #[derive(Debug, Args)]
 pub struct ReviewerArgs {
@@ -22,6 +23,8 @@ pub struct ReviewerArgs {
     data_dir: PathBuf,
     #[command(flatten)]
     database: super::database::DatabaseArgs,
+    #[command(flatten)]
+    server: super::remote::ServerArgs,
     #[command(subcommand)]
     command: ReviewerCommand,
 }
@@ -40,46 +43,79 @@ enum ReviewerCommand {
 pub fn run(args: ReviewerArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
+        if let Some(remote) = args.server.remote()? {
+            return command(None, Some(&remote), args.command).await;
+        }
         let store = args.database.open(&args.data_dir).await?;
-        let now = crate::clock::now();
-        match args.command {
-            ReviewerCommand::Add { name } => {
-                if !crate::definition::is_dns_label(&name) {
-                    bail!(
-                        "reviewer name `{name}` must be a DNS-1123 label (lowercase letters, digits, `-`; at most 63)"
-                    );
+        let result = command(Some(&store), None, args.command).await;
+        store.close().await;
+        result
+    })
+}
+
+/// On `store`, or through the admin API of `remote`.
+async fn command(
+    store: Option<&Store>,
+    remote: Option<&super::remote::Remote>,
+    command: ReviewerCommand,
+) -> anyhow::Result<()> {
+    use reqwest::Method;
+    let now = crate::clock::now();
+    let who = Operator::local();
+    match command {
+        ReviewerCommand::Add { name } => {
+            let added: reviewers::AddedReviewer = match (store, remote) {
+                (Some(store), _) => reviewers::add(store, &who, &name, now).await?,
+                (None, Some(r)) => {
+                    let body = reviewers::NewReviewer { name };
+                    r.call(Method::POST, "reviewers", Some(&body)).await?
                 }
-                let token = crate::token::generate(TOKEN_PREFIX);
-                store
-                    .add_reviewer(&name, &crate::token::hash(&token), now)
-                    .await?;
-                println!("reviewer {name} added; its token (shown only now):");
-                println!("{token}");
+                (None, None) => unreachable!("a store or a server"),
+            };
+            println!("reviewer {} added; its token (shown only now):", added.name);
+            println!("{}", added.token);
+        }
+        ReviewerCommand::List => {
+            let list = match (store, remote) {
+                (Some(store), _) => reviewers::list(store).await?,
+                (None, Some(r)) => r.get::<Items>("reviewers").await?.items,
+                (None, None) => unreachable!("a store or a server"),
+            };
+            if list.is_empty() {
+                println!("no reviewers; add one with `marketplace reviewer add NAME`");
             }
-            ReviewerCommand::List => {
-                let reviewers = store.reviewers().await?;
-                if reviewers.is_empty() {
-                    println!("no reviewers; add one with `marketplace reviewer add NAME`");
-                }
-                for r in reviewers {
-                    let state = match r.revoked_at {
-                        Some(at) => format!("revoked {}", crate::clock::rfc3339(at)),
-                        None => "active".to_owned(),
-                    };
-                    println!(
-                        "{}\t{state}\tsince {}",
-                        r.name,
-                        crate::clock::rfc3339(r.created_at)
-                    );
-                }
-            }
-            ReviewerCommand::Revoke { name } => {
-                if !store.revoke_reviewer(&name, now).await? {
-                    bail!("no active reviewer `{name}`");
-                }
-                println!("reviewer {name} revoked");
+            for r in list {
+                let state = match r.revoked_at {
+                    Some(at) => format!("revoked {}", crate::clock::rfc3339(at)),
+                    None => "active".to_owned(),
+                };
+                println!(
+                    "{}\t{state}\tsince {}",
+                    r.name,
+                    crate::clock::rfc3339(r.created_at)
+                );
             }
         }
-        Ok(())
-    })
+        ReviewerCommand::Revoke { name } => {
+            match (store, remote) {
+                (Some(store), _) => reviewers::revoke(store, &who, &name, now).await?,
+                (None, Some(r)) => {
+                    r.call::<(), serde_json::Value>(
+                        Method::DELETE,
+                        &format!("reviewers/{name}"),
+                        None,
+                    )
+                    .await?;
+                }
+                (None, None) => unreachable!("a store or a server"),
+            }
+            println!("reviewer {name} revoked");
+        }
+    }
+    Ok(())
+}
+
+#[derive(serde::Deserialize)]
+struct Items {
+    items: Vec<reviewers::ReviewerStatus>,
 }

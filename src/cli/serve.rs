@@ -253,7 +253,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     ));
     state.registry = Some(registry.0);
     state.upstream = upstream.as_ref().map(|u| u.key().to_owned());
-    state.curation = curation;
+    state.curation = std::sync::Arc::new(crate::catalog::curation::LiveCuration::new(
+        args.curation.clone(),
+        curation,
+    ));
     state.review = match args.review {
         ReviewArg::Off => crate::review::ReviewMode::Off,
         ReviewArg::Required => crate::review::ReviewMode::Required,

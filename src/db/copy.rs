@@ -57,6 +57,7 @@ const SERVER_TABLES: &[&str] = &[
     "review_events",
     "reviewers",
     "upstreams",
+    "operators",
 ];
 const WORKER_TABLES: &[&str] = &[
     "sources",
@@ -75,6 +76,7 @@ const IDENTITY_TABLES: &[&str] = &[
     "publisher_tokens",
     "review_events",
     "reviewers",
+    "operators",
 ];
 /// Rows per INSERT: under both backends' parameter limits for the widest table (17
 /// columns).

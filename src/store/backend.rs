@@ -16,10 +16,10 @@ use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
 use super::{
     Content, Definition, Domain, Facets, FeedScope, FeedVersion, Inserted, LinkKind, ListedPlugin,
-    ListingRow, MirrorJob, MirrorStatus, MirroredImage, Page, PluginQuery, PluginRecord, PluginRef,
-    PluginSummary, PublisherRecord, Referrer, ReviewEventRow, ReviewVersionRow, ReviewerRow,
-    ServedManifest, Store, StoreError, StoredMetadata, Transition, Transitioned, Upload,
-    UpstreamRound, UpstreamRow, VersionRecord,
+    ListingRow, MirrorJob, MirrorStatus, MirroredImage, OperatorRow, Page, PluginQuery,
+    PluginRecord, PluginRef, PluginSummary, PublisherRecord, Referrer, ReviewEventRow,
+    ReviewVersionRow, ReviewerRow, ServedManifest, Store, StoreError, StoredMetadata, Transition,
+    Transitioned, Upload, UpstreamRound, UpstreamRow, VersionRecord,
 };
 
 /// The backend a [`Store`] runs on.
@@ -386,6 +386,18 @@ store_traits! {
         /// Stores one round of following an upstream in one transaction; a metadata
         /// version that exists already fails it whole (`MetadataExists`).
         @internal fn follow_upstream(&self, round: &UpstreamRound) -> ();
+    }
+
+    /// Operators of the admin API and their tokens.
+    trait Operators {
+        /// Adds an operator, or gives a revoked one a new token (`OperatorExists` while
+        /// one with that name is active).
+        fn add_operator(&self, name: &str, token_sha256: &str, now: i64) -> ();
+        fn operators(&self) -> Vec<OperatorRow>;
+        /// Revokes an operator's token; false when no active operator has that name.
+        fn revoke_operator(&self, name: &str, now: i64) -> bool;
+        /// The active operator a token belongs to.
+        fn operator_for_token(&self, token_sha256: &str) -> Option<String>;
     }
 
     /// What opening and readiness need.

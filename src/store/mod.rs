@@ -12,6 +12,7 @@ mod cache;
 mod changes;
 mod feed;
 mod mirror;
+mod operators;
 mod postgres;
 mod publishers;
 mod query;
@@ -38,6 +39,7 @@ pub use cache::{CacheUsage, DEFAULT_BUDGET as DEFAULT_CACHE_BUDGET};
 pub use changes::Stamp;
 pub use feed::{FeedScope, FeedVersion};
 pub use mirror::{Content, ContentKind, MirrorJob, MirrorStatus, Referrer, ServedManifest};
+pub use operators::OperatorRow;
 pub use publishers::PublisherRecord;
 pub use query::{ListedPlugin, Page, PluginQuery, PluginSummary, Sort, search_tokens};
 pub use review::{
@@ -70,6 +72,8 @@ pub enum StoreError {
     PublisherExists(String),
     #[error("reviewer `{0}` already exists; revoke it first to give it a new token")]
     ReviewerExists(String),
+    #[error("operator {0} exists with an active token; revoke it first")]
+    OperatorExists(String),
     #[error("no publisher `{0}` with keys is registered")]
     NoSuchPublisher(String),
     #[error("metadata {role} version {version} already exists")]

@@ -221,10 +221,8 @@ impl PublicKey {
     /// Accepts 64 hex digits, or the path of a `.pub` file written by `keys generate`.
     pub fn parse(input: &str) -> Result<PublicKey, KeyError> {
         let bad = || KeyError::BadPublicKey(input.chars().take(80).collect());
-        if input.len() == 64 && input.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Ok(PublicKey(
-                hex::decode(input.to_ascii_lowercase()).map_err(|_| bad())?,
-            ));
+        if let Ok(key) = PublicKey::from_hex(input) {
+            return Ok(key);
         }
         let path = Path::new(input);
         let meta = std::fs::metadata(path).map_err(|_| bad())?;
@@ -238,6 +236,17 @@ impl PublicKey {
         }
         Ok(PublicKey(
             hex::decode(&file.keyval.public).map_err(|_| bad())?,
+        ))
+    }
+
+    /// A key given as 64 hex digits only, never a file name: what the admin API takes.
+    pub fn from_hex(input: &str) -> Result<PublicKey, KeyError> {
+        let bad = || KeyError::BadPublicKey(input.chars().take(80).collect());
+        if input.len() != 64 || !input.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        Ok(PublicKey(
+            hex::decode(input.to_ascii_lowercase()).map_err(|_| bad())?,
         ))
     }
 

@@ -54,6 +54,8 @@ pub struct Garage {
     config: PathBuf,
     /// The admin API, whose `/health` says when the node is up and its layout applied.
     admin: SocketAddr,
+    /// The RPC port, which the CLI's layout commands connect to.
+    rpc: SocketAddr,
     /// `http://127.0.0.1:PORT`: the S3 API, reached path-style (`/BUCKET/KEY`).
     pub endpoint: String,
     /// The region requests must be signed for (`s3_region` of the configuration).
@@ -174,6 +176,7 @@ api_bind_addr = "127.0.0.1:{admin}"
             dir,
             config,
             admin: SocketAddr::from(([127, 0, 0, 1], admin)),
+            rpc: SocketAddr::from(([127, 0, 0, 1], rpc)),
             endpoint: format!("http://127.0.0.1:{s3}"),
             region: region.to_owned(),
             key_id: String::new(),
@@ -187,7 +190,9 @@ api_bind_addr = "127.0.0.1:{admin}"
     /// node store anything), waits until it says it is healthy, and makes the key.
     fn set_up(&mut self) {
         let started = Instant::now();
-        while TcpStream::connect(self.admin).is_err() {
+        // The admin API can listen before the RPC port does, and the CLI's layout
+        // commands go through RPC (a busy machine showed "Connection refused" there).
+        while TcpStream::connect(self.admin).is_err() || TcpStream::connect(self.rpc).is_err() {
             self.still_starting(started, "listen");
             std::thread::sleep(Duration::from_millis(20));
         }

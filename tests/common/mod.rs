@@ -132,6 +132,24 @@ impl Server {
 
     /// [`Server::start_with`] with environment variables (an S3 store's credentials).
     pub fn start_env(data_dir: &Path, args: &[&str], env: &[(&str, String)]) -> Server {
+        Server::spawn(data_dir, args, env, Stdio::inherit())
+    }
+
+    /// [`Server::start_with`] logging at info, as JSON lines, into `log`.
+    pub fn start_logged(data_dir: &Path, args: &[&str], log: &Path) -> Server {
+        let env = [
+            ("MARKETPLACE_LOG", "info".to_owned()),
+            ("MARKETPLACE_LOG_FORMAT", "json".to_owned()),
+        ];
+        Server::spawn(
+            data_dir,
+            args,
+            &env,
+            std::fs::File::create(log).unwrap().into(),
+        )
+    }
+
+    fn spawn(data_dir: &Path, args: &[&str], env: &[(&str, String)], stderr: Stdio) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_marketplace"))
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
@@ -142,6 +160,7 @@ impl Server {
             // mirror is off unless a test turns it on with its own upstreams.
             .env("MARKETPLACE_MIRROR", "off")
             .stdout(Stdio::piped())
+            .stderr(stderr)
             .spawn()
             .expect("binary starts");
         let stdout = child.stdout.take().expect("stdout piped");

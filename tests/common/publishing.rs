@@ -338,3 +338,37 @@ pub async fn until_status(data: &Path, image: &str, status: &str) -> serde_json:
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// `marketplace operator token create NAME` on `data`: the operator's token.
+pub fn operator_token(data: &Path, name: &str) -> String {
+    let o = marketplace(&[
+        "operator",
+        "token",
+        "create",
+        name,
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", super::output_text(&o));
+    String::from_utf8(o.stdout).unwrap().trim().to_owned()
+}
+
+/// `marketplace ARGS --server URL` with `token` as the operator's, from a folder with no
+/// data directory (and `MARKETPLACE_DATA_DIR` naming one that must stay absent).
+pub fn admin_cli(server: &str, token: &str, args: &[&str]) -> std::process::Output {
+    let away = tempfile::tempdir().unwrap();
+    let data = away.path().join("no-data-dir");
+    let o = Command::new(env!("CARGO_BIN_EXE_marketplace"))
+        .args(args)
+        .args(["--server", server])
+        .current_dir(away.path())
+        .env("MARKETPLACE_DATA_DIR", &data)
+        .env("MARKETPLACE_OPERATOR_TOKEN", token)
+        .output()
+        .expect("binary runs");
+    assert!(
+        !data.exists() && !away.path().join("data").exists(),
+        "{args:?} touched a data directory"
+    );
+    o
+}

@@ -41,8 +41,43 @@ async fn over_tls_with_credentials_a_missing_image_fails_clearly_and_arrives_on_
         "{page}"
     );
 
+    // An operator of replicas sees and retries it through the admin API, from a
+    // machine without the data directory.
+    let ops = common::publishing::operator_token(&m.data, "ops");
+    let remote = |args: &[&str]| {
+        let o = common::publishing::admin_cli(&server.url, &ops, args);
+        (o.status.success(), common::output_text(&o))
+    };
+    let (ok, listed) = remote(&["mirror", "status", "--json"]);
+    assert!(ok, "{listed}");
+    let listed: serde_json::Value =
+        serde_json::from_str(listed.lines().next().unwrap_or_default()).unwrap();
+    let entry = listed["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| {
+            format!(
+                "{}/{}@{}",
+                i["host"].as_str().unwrap(),
+                i["repository"].as_str().unwrap(),
+                i["digest"].as_str().unwrap()
+            ) == image
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("{image} not in {listed}"));
+    assert_eq!(entry["status"], "failed");
+    assert_eq!(entry["lastError"], failed["lastError"]);
+    let (ok, out) = remote(&["mirror", "verify"]);
+    assert!(
+        !ok && out.contains("beside the database and the blob store"),
+        "{out}"
+    );
+
     upstream.push(&layout.dir, "v1", "acme/tool");
-    let (ok, out) = mirror_cli(&m.data, &["retry", "acme/tool"]);
+    let (ok, out) = mirror_cli(&m.data, &["retry", "no-such-image"]);
+    assert!(ok && out.contains("0 failed image(s) due now"), "{out}");
+    let (ok, out) = remote(&["mirror", "retry", "acme/tool"]);
     assert!(ok && out.contains("1 failed image(s) due now"), "{out}");
     let mirrored = until_status(&m.data, &image, "mirrored").await;
     let expected: u64 = layout.blobs.iter().map(|d| layout.size(d)).sum();

@@ -250,7 +250,7 @@ impl pb::CatalogService for Catalog {
             featured_only: request.featured_only,
             order: order(request.sort)?,
         };
-        let entries = public::list(&self.state.store, &self.state.curation, &filter)
+        let entries = public::list(&self.state.store, &self.state.curation.get(), &filter)
             .await
             .map_err(refused)?;
         let listings = self.listings().await?;
@@ -273,9 +273,13 @@ impl pb::CatalogService for Catalog {
         _ctx: RequestContext,
         request: ServiceRequest<'_, pb::GetPluginRequest>,
     ) -> ServiceResult<pb::GetPluginResponse> {
-        let d = public::details(&self.state.store, &self.state.curation, request.plugin_id)
-            .await
-            .map_err(refused)?;
+        let d = public::details(
+            &self.state.store,
+            &self.state.curation.get(),
+            request.plugin_id,
+        )
+        .await
+        .map_err(refused)?;
         let listings = self.listings().await?;
         let listing = listings.get(&ids::plugin(
             &d.entry.plugin.publisher,
@@ -321,6 +325,7 @@ impl pb::CatalogService for Catalog {
             categories: self
                 .state
                 .curation
+                .get()
                 .categories()
                 .iter()
                 .map(|c| shared::Category {

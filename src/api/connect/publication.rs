@@ -208,7 +208,7 @@ impl pb::PublicationService for Publication {
         };
         let l = review::create_listing(
             &self.state.store,
-            &self.state.curation,
+            &self.state.curation.get(),
             &me,
             &r.name,
             fields,
@@ -248,7 +248,7 @@ impl pb::PublicationService for Publication {
         };
         let l = review::update_listing(
             &self.state.store,
-            &self.state.curation,
+            &self.state.curation.get(),
             &me,
             &r.plugin_id,
             fields,
@@ -398,6 +398,7 @@ impl Publication {
 pub(super) fn categories(state: &AppState) -> Vec<shared::Category> {
     state
         .curation
+        .get()
         .categories()
         .iter()
         .map(|c| shared::Category {

@@ -106,6 +106,7 @@ pub(crate) async fn begin_read(
 }
 
 crate::store::feed::feed_store!(PgStore);
+crate::store::operators::operator_store!(PgStore);
 
 crate::store::upstream::upstream_store!(PgStore, begin_write, bump, write, bulk, tuf);
 

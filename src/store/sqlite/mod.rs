@@ -48,6 +48,7 @@ async fn read_generation(
 }
 
 crate::store::feed::feed_store!(SqliteStore);
+crate::store::operators::operator_store!(SqliteStore);
 
 crate::store::upstream::upstream_store!(
     SqliteStore,

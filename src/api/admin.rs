@@ -1,0 +1,327 @@
+//! The admin API under `/api/v1/admin/`, for operators of replicas who never touch a
+//! data directory: publishers (add, list, suspend, resume, keys, cosign keys, tokens),
+//! reviewers (add, list, revoke), the mirror (status, retry), the curation (reload) and the signed index (expiries).
+//! Every route needs an operator's token (`marketplace operator token create`); every
+//! change is logged with the operator's name (`admin`).
+//!
+//! Layering: HTTP only; the operations and their answers are `admin`'s.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::{get, post, put};
+use serde::de::DeserializeOwned;
+
+use super::AppState;
+use super::auth::{Role, authenticate};
+use super::error::HttpError;
+use super::extract::ClientAddr;
+use super::layers::Limits;
+use crate::admin::{self, Operator, publishers};
+
+/// Requests are small JSON documents (keys, cosign PEMs); suspending signs the index.
+pub const LIMITS: Limits = Limits {
+    body_bytes: 256 * 1024,
+    timeout: Duration::from_secs(60),
+};
+
+pub fn router() -> axum::Router<AppState> {
+    let routes = axum::Router::new()
+        .route("/api/v1/admin/me", get(me))
+        .route(
+            "/api/v1/admin/publishers",
+            get(list_publishers).post(add_publisher),
+        )
+        .route("/api/v1/admin/publishers/{name}/suspend", post(suspend))
+        .route("/api/v1/admin/publishers/{name}/resume", post(resume))
+        .route("/api/v1/admin/publishers/{name}/keys", put(rotate_key))
+        .route(
+            "/api/v1/admin/publishers/{name}/cosign-keys",
+            put(cosign_keys),
+        )
+        .route(
+            "/api/v1/admin/publishers/{name}/tokens",
+            post(new_token).delete(revoke_tokens),
+        )
+        .route(
+            "/api/v1/admin/reviewers",
+            get(list_reviewers).post(add_reviewer),
+        )
+        .route(
+            "/api/v1/admin/reviewers/{name}",
+            axum::routing::delete(revoke_reviewer),
+        )
+        .route("/api/v1/admin/mirror", get(mirror_status))
+        .route("/api/v1/admin/mirror/retry", post(mirror_retry))
+        .route("/api/v1/admin/curation/reload", post(reload_curation))
+        .route("/api/v1/admin/signed-index", get(signed_index));
+    LIMITS.apply(routes, HttpError::into_response)
+}
+
+/// The operator whose token the request carries.
+async fn operator(
+    state: &AppState,
+    client: ClientAddr,
+    headers: &HeaderMap,
+) -> Result<Operator, HttpError> {
+    Ok(Operator(
+        authenticate(state, client.0, headers, Role::Operator, None).await?,
+    ))
+}
+
+/// The request body, read only once the token checked out: an anonymous client cannot
+/// make the server buffer one. `LIMITS` caps its size.
+async fn read(body: axum::body::Body) -> Result<axum::body::Bytes, HttpError> {
+    super::publishing::read_body_within(body, LIMITS.body_bytes).await
+}
+
+/// A JSON body, read after the token checked out.
+async fn json<T: DeserializeOwned>(body: axum::body::Body) -> Result<T, HttpError> {
+    parse(&read(body).await?)
+}
+
+/// A JSON document, refused with the field and the reason.
+fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, HttpError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let at = e.path().to_string();
+        let why = e.into_inner();
+        HttpError::bad_parameter(if at == "." {
+            format!("body: {why}")
+        } else {
+            format!("{at}: {why}")
+        })
+    })
+}
+
+/// `{"operator": NAME}`: who the token belongs to.
+async fn me(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+) -> Result<Json<serde_json::Value>, HttpError> {
+    let who = operator(&state, client, &headers).await?;
+    Ok(Json(serde_json::json!({ "operator": who.0 })))
+}
+
+#[derive(serde::Serialize)]
+struct Items<T> {
+    items: Vec<T>,
+}
+
+async fn list_publishers(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+) -> Result<Json<Items<publishers::PublisherStatus>>, HttpError> {
+    operator(&state, client, &headers).await?;
+    let items = publishers::list(&state.store, crate::clock::now()).await?;
+    Ok(Json(Items { items }))
+}
+
+async fn add_publisher(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<(StatusCode, Json<publishers::Added>), HttpError> {
+    let who = operator(&state, client, &headers).await?;
+    let new: publishers::NewPublisher = json(body).await?;
+    let added = publishers::add(&state.store, &who, &new, crate::clock::now()).await?;
+    Ok((StatusCode::CREATED, Json(added)))
+}
+
+async fn set_suspended(
+    state: AppState,
+    client: ClientAddr,
+    headers: HeaderMap,
+    name: String,
+    suspend: bool,
+) -> Result<Json<publishers::Suspension>, HttpError> {
+    let who = operator(&state, client, &headers).await?;
+    let signer = state
+        .signer
+        .as_ref()
+        .ok_or(admin::AdminError::NotInitialized)?;
+    // Serialized with this replica's publishes; across replicas the store refuses the
+    // second of two concurrent index writes.
+    let _guard = signer.lock.lock().await;
+    let done = publishers::set_suspended(
+        &state.store,
+        &signer.keys,
+        &who,
+        &name,
+        suspend,
+        crate::clock::now(),
+    )
+    .await?;
+    // The /tuf/ files in memory follow the store's stamp; nothing else to refresh.
+    Ok(Json(done))
+}
+
+async fn suspend(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Result<Json<publishers::Suspension>, HttpError> {
+    set_suspended(state, client, headers, name, true).await
+}
+
+async fn resume(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Result<Json<publishers::Suspension>, HttpError> {
+    set_suspended(state, client, headers, name, false).await
+}
+
+async fn rotate_key(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: axum::body::Body,
+) -> Result<Json<publishers::Rotated>, HttpError> {
+    let who = operator(&state, client, &headers).await?;
+    let keys: publishers::Keys = json(body).await?;
+    let done =
+        publishers::rotate_key(&state.store, &who, &name, &keys, crate::clock::now()).await?;
+    Ok(Json(done))
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CosignRequest {
+    cosign_keys: Vec<String>,
+}
+
+async fn cosign_keys(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+    body: axum::body::Body,
+) -> Result<Json<publishers::CosignKeys>, HttpError> {
+    let who = operator(&state, client, &headers).await?;
+    let request: CosignRequest = json(body).await?;
+    let done = publishers::set_cosign_keys(
+        &state.store,
+        &who,
+        &name,
+        &request.cosign_keys,
+        crate::clock::now(),
+    )
+    .await?;
+    Ok(Json(done))
+}
+
+async fn new_token(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Result<(StatusCode, Json<publishers::NewToken>), HttpError> {
+    let who = operator(&state, client, &headers).await?;
+    let done = publishers::new_token_for(&state.store, &who, &name, crate::clock::now()).await?;
+    Ok((StatusCode::CREATED, Json(done)))
+}
+
+async fn revoke_tokens(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Result<Json<publishers::Revoked>, HttpError> {
+    let who = operator(&state, client, &headers).await?;
+    let done = publishers::revoke_tokens(&state.store, &who, &name, crate::clock::now()).await?;
+    Ok(Json(done))
+}
+
+async fn list_reviewers(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+) -> Result<Json<Items<admin::reviewers::ReviewerStatus>>, HttpError> {
+    operator(&state, client, &headers).await?;
+    let items = admin::reviewers::list(&state.store).await?;
+    Ok(Json(Items { items }))
+}
+
+async fn add_reviewer(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<(StatusCode, Json<admin::reviewers::AddedReviewer>), HttpError> {
+    let who = operator(&state, client, &headers).await?;
+    let new: admin::reviewers::NewReviewer = json(body).await?;
+    let done = admin::reviewers::add(&state.store, &who, &new.name, crate::clock::now()).await?;
+    Ok((StatusCode::CREATED, Json(done)))
+}
+
+async fn revoke_reviewer(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Result<Json<serde_json::Value>, HttpError> {
+    let who = operator(&state, client, &headers).await?;
+    admin::reviewers::revoke(&state.store, &who, &name, crate::clock::now()).await?;
+    Ok(Json(serde_json::json!({ "name": name, "revoked": true })))
+}
+
+async fn mirror_status(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+) -> Result<Json<admin::mirror::Images>, HttpError> {
+    operator(&state, client, &headers).await?;
+    Ok(Json(admin::mirror::status(&state.store).await?))
+}
+
+async fn mirror_retry(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> Result<Json<admin::mirror::Retried>, HttpError> {
+    let who = operator(&state, client, &headers).await?;
+    // An empty body retries every failed image.
+    let bytes = read(body).await?;
+    let request: admin::mirror::RetryRequest = if bytes.is_empty() {
+        Default::default()
+    } else {
+        parse(&bytes)?
+    };
+    let done = admin::mirror::retry(&state.store, &who, &request, crate::clock::now()).await?;
+    Ok(Json(done))
+}
+
+/// Reads `serve --curation FILE` again on the replica that answers (each replica
+/// reads its own copy of the file).
+async fn reload_curation(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+) -> Result<Json<crate::catalog::curation::Reloaded>, HttpError> {
+    let who = operator(&state, client, &headers).await?;
+    let done = state.curation.reload()?;
+    tracing::info!(operator = %who, file = %done.file, categories = done.categories, featured = done.featured, "curation reloaded");
+    Ok(Json(done))
+}
+
+async fn signed_index(
+    State(state): State<AppState>,
+    client: ClientAddr,
+    headers: HeaderMap,
+) -> Result<Json<admin::index::IndexStatus>, HttpError> {
+    operator(&state, client, &headers).await?;
+    Ok(Json(
+        admin::index::status(&state.store, crate::clock::now()).await?,
+    ))
+}
