@@ -6,7 +6,7 @@ use super::AdminError;
 use crate::store::Store;
 
 /// One role's newest version.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RoleStatus {
     pub role: String,
     pub version: u64,
@@ -18,7 +18,7 @@ pub struct RoleStatus {
 }
 
 /// Every role, earliest expiry first.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct IndexStatus {
     pub initialized: bool,
     pub roles: Vec<RoleStatus>,

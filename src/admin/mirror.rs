@@ -8,7 +8,7 @@ use crate::store::{MirrorStatus, Store};
 
 /// One image: what `mirror status --json` prints and the admin API answers; scripts
 /// read it, so it is its own type and not the store's row.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ImageStatus {
     pub host: String,
@@ -43,7 +43,7 @@ impl From<&MirrorStatus> for ImageStatus {
 }
 
 /// Every pinned image.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Images {
     pub images: Vec<ImageStatus>,
 }
@@ -60,7 +60,7 @@ pub async fn status(store: &Store) -> Result<Images, AdminError> {
 }
 
 /// `POST /api/v1/admin/mirror/retry`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetryRequest {
     /// Only images whose `HOST/PATH@DIGEST` contains this text; all failed ones without.
@@ -69,7 +69,7 @@ pub struct RetryRequest {
 }
 
 /// How many failed images were made due now.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Retried {
     pub retried: u64,
 }

@@ -11,13 +11,15 @@ use crate::trust::server::publishers::{self, Delegation, new_token, token_hash};
 use crate::trust::server::state::OnlineKeys;
 
 /// A publisher's keys as a request gives them.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Keys {
     /// Ed25519 public keys, 64 hex digits each.
+    #[schema(schema_with = hex_keys)]
     pub public_keys: Vec<String>,
     /// Signatures required on the publisher's metadata.
     #[serde(default = "one")]
+    #[schema(minimum = 1)]
     pub threshold: u64,
     /// Cosign public keys (PEM) its images must be signed by; `None` leaves those
     /// registered as they are.
@@ -29,6 +31,44 @@ fn one() -> u64 {
     1
 }
 
+/// `public_keys` as the description gives it: 64 hex digits each.
+fn hex_keys() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    ArrayBuilder::new()
+        .min_items(Some(1))
+        .items(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some("^[0-9a-fA-F]{64}$")),
+        )
+        .build()
+}
+
+/// A publisher's, reviewer's or operator's name: a DNS-1123 label.
+pub const NAME_PATTERN: &str = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$";
+
+// `NewPublisher` flattens `Keys`, which refuses unknown fields: the derive would write
+// an `allOf` no object satisfies, so its schema is `Keys`' object with `name` added.
+impl utoipa::PartialSchema for NewPublisher {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::RefOr;
+        use utoipa::openapi::schema::Schema;
+        let RefOr::T(Schema::Object(mut o)) = <Keys as utoipa::PartialSchema>::schema() else {
+            unreachable!("Keys is an object")
+        };
+        let name = utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .pattern(Some(NAME_PATTERN))
+            .max_length(Some(63));
+        o.properties.insert("name".to_owned(), name.into());
+        o.required.insert(0, "name".to_owned());
+        o.description = Some("A publisher to register: its name and keys.".to_owned());
+        RefOr::T(Schema::Object(o))
+    }
+}
+
+impl utoipa::ToSchema for NewPublisher {}
+
 /// `POST /api/v1/admin/publishers`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -39,7 +79,8 @@ pub struct NewPublisher {
 }
 
 /// A publisher registered, with its first token (shown once).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = AddedPublisher)]
 pub struct Added {
     pub name: String,
     pub threshold: u64,
@@ -49,7 +90,7 @@ pub struct Added {
 }
 
 /// A publisher's keys replaced.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Rotated {
     pub name: String,
     pub threshold: u64,
@@ -61,28 +102,28 @@ pub struct Rotated {
 }
 
 /// The cosign keys a publisher's images must be signed by (none: no signature needed).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CosignKeys {
     pub name: String,
     pub cosign_key_ids: Vec<String>,
 }
 
 /// A new token (shown once).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NewToken {
     pub name: String,
     pub token: String,
 }
 
 /// Tokens revoked.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Revoked {
     pub name: String,
     pub revoked: u64,
 }
 
 /// A publisher suspended or resumed, and the `targets.json` version that says so.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Suspension {
     pub name: String,
     pub suspended: bool,
@@ -90,7 +131,7 @@ pub struct Suspension {
 }
 
 /// How the signed index stands with a publisher.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum InIndex {
     /// Not delegated yet: it enters with the first publish.
@@ -104,7 +145,7 @@ pub enum InIndex {
 }
 
 /// The role of a publisher's that expires first.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EarliestRole {
     pub role: String,
     pub expires_at: i64,
@@ -113,7 +154,7 @@ pub struct EarliestRole {
 }
 
 /// One publisher as the list shows it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct PublisherStatus {
     pub name: String,
     pub threshold: u64,

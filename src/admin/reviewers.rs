@@ -11,20 +11,21 @@ use crate::store::{Store, StoreError};
 const TOKEN_PREFIX: &str = "mkr_";
 
 /// `POST /api/v1/admin/reviewers`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewReviewer {
+    #[schema(pattern = "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", max_length = 63)]
     pub name: String,
 }
 
 /// A reviewer added, with its token (shown once).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AddedReviewer {
     pub name: String,
     pub token: String,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReviewerStatus {
     pub name: String,
     pub created_at: i64,

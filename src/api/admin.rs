@@ -20,7 +20,7 @@ use super::auth::{Role, authenticate};
 use super::error::HttpError;
 use super::extract::ClientAddr;
 use super::layers::Limits;
-use crate::admin::{self, Operator, publishers};
+use crate::admin::{self, publishers};
 
 /// Requests are small JSON documents (keys, cosign PEMs); suspending signs the index.
 pub const LIMITS: Limits = Limits {
@@ -66,8 +66,8 @@ async fn operator(
     state: &AppState,
     client: ClientAddr,
     headers: &HeaderMap,
-) -> Result<Operator, HttpError> {
-    Ok(Operator(
+) -> Result<admin::Operator, HttpError> {
+    Ok(admin::Operator(
         authenticate(state, client.0, headers, Role::Operator, None).await?,
     ))
 }
@@ -98,30 +98,81 @@ fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, HttpError> {
 }
 
 /// `{"operator": NAME}`: who the token belongs to.
+/// Who the operator token belongs to.
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/me",
+    tag = "admin",
+    security(("operator_token" = [])),
+    responses(
+        (status = 200, description = "The operator", body = Operator),
+    )
+)]
 async fn me(
     State(state): State<AppState>,
     client: ClientAddr,
     headers: HeaderMap,
-) -> Result<Json<serde_json::Value>, HttpError> {
+) -> Result<Json<Operator>, HttpError> {
     let who = operator(&state, client, &headers).await?;
-    Ok(Json(serde_json::json!({ "operator": who.0 })))
+    Ok(Json(Operator { operator: who.0 }))
 }
 
-#[derive(serde::Serialize)]
-struct Items<T> {
-    items: Vec<T>,
+/// Every publisher.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct PublisherList {
+    items: Vec<publishers::PublisherStatus>,
 }
 
+/// Every reviewer.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct ReviewerList {
+    items: Vec<admin::reviewers::ReviewerStatus>,
+}
+
+/// `{"operator": NAME}`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct Operator {
+    operator: String,
+}
+
+/// A reviewer revoked.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct ReviewerRevoked {
+    name: String,
+    revoked: bool,
+}
+
+/// Every publisher, with its keys, tokens and how the index stands with it.
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/publishers",
+    tag = "admin",
+    security(("operator_token" = [])),
+    responses(
+        (status = 200, description = "The publishers", body = PublisherList),
+    )
+)]
 async fn list_publishers(
     State(state): State<AppState>,
     client: ClientAddr,
     headers: HeaderMap,
-) -> Result<Json<Items<publishers::PublisherStatus>>, HttpError> {
+) -> Result<Json<PublisherList>, HttpError> {
     operator(&state, client, &headers).await?;
     let items = publishers::list(&state.store, crate::clock::now()).await?;
-    Ok(Json(Items { items }))
+    Ok(Json(PublisherList { items }))
 }
 
+/// Registers a publisher with its keys; its first token is in the answer.
+#[utoipa::path(
+    post,
+    path = "/api/v1/admin/publishers",
+    tag = "admin",
+    security(("operator_token" = [])),
+    request_body = publishers::NewPublisher,
+    responses(
+        (status = 201, description = "Registered", body = publishers::Added),
+    )
+)]
 async fn add_publisher(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -162,6 +213,19 @@ async fn set_suspended(
     Ok(Json(done))
 }
 
+/// Removes a publisher's delegation from the signed index.
+#[utoipa::path(
+    post,
+    path = "/api/v1/admin/publishers/{name}/suspend",
+    tag = "admin",
+    security(("operator_token" = [])),
+    params(
+        ("name" = String, Path, description = "The publisher's name"),
+    ),
+    responses(
+        (status = 200, description = "Suspended", body = publishers::Suspension),
+    )
+)]
 async fn suspend(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -171,6 +235,19 @@ async fn suspend(
     set_suspended(state, client, headers, name, true).await
 }
 
+/// Restores a suspended publisher's delegation as it was.
+#[utoipa::path(
+    post,
+    path = "/api/v1/admin/publishers/{name}/resume",
+    tag = "admin",
+    security(("operator_token" = [])),
+    params(
+        ("name" = String, Path, description = "The publisher's name"),
+    ),
+    responses(
+        (status = 200, description = "Resumed", body = publishers::Suspension),
+    )
+)]
 async fn resume(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -180,6 +257,20 @@ async fn resume(
     set_suspended(state, client, headers, name, false).await
 }
 
+/// Replaces a publisher's keys (and cosign keys when given).
+#[utoipa::path(
+    put,
+    path = "/api/v1/admin/publishers/{name}/keys",
+    tag = "admin",
+    security(("operator_token" = [])),
+    params(
+        ("name" = String, Path, description = "The publisher's name"),
+    ),
+    request_body = publishers::Keys,
+    responses(
+        (status = 200, description = "Replaced", body = publishers::Rotated),
+    )
+)]
 async fn rotate_key(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -194,12 +285,27 @@ async fn rotate_key(
     Ok(Json(done))
 }
 
-#[derive(serde::Deserialize)]
+/// Cosign public keys (PEM); none: no signature required.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CosignRequest {
     cosign_keys: Vec<String>,
 }
 
+/// Sets the cosign keys a publisher's images must be signed by.
+#[utoipa::path(
+    put,
+    path = "/api/v1/admin/publishers/{name}/cosign-keys",
+    tag = "admin",
+    security(("operator_token" = [])),
+    params(
+        ("name" = String, Path, description = "The publisher's name"),
+    ),
+    request_body = CosignRequest,
+    responses(
+        (status = 200, description = "Set", body = publishers::CosignKeys),
+    )
+)]
 async fn cosign_keys(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -220,6 +326,19 @@ async fn cosign_keys(
     Ok(Json(done))
 }
 
+/// Issues another token for a publisher (shown once).
+#[utoipa::path(
+    post,
+    path = "/api/v1/admin/publishers/{name}/tokens",
+    tag = "admin",
+    security(("operator_token" = [])),
+    params(
+        ("name" = String, Path, description = "The publisher's name"),
+    ),
+    responses(
+        (status = 201, description = "Issued", body = publishers::NewToken),
+    )
+)]
 async fn new_token(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -231,6 +350,19 @@ async fn new_token(
     Ok((StatusCode::CREATED, Json(done)))
 }
 
+/// Revokes every token of a publisher.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/admin/publishers/{name}/tokens",
+    tag = "admin",
+    security(("operator_token" = [])),
+    params(
+        ("name" = String, Path, description = "The publisher's name"),
+    ),
+    responses(
+        (status = 200, description = "Revoked", body = publishers::Revoked),
+    )
+)]
 async fn revoke_tokens(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -242,16 +374,37 @@ async fn revoke_tokens(
     Ok(Json(done))
 }
 
+/// Every reviewer, active or revoked.
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/reviewers",
+    tag = "admin",
+    security(("operator_token" = [])),
+    responses(
+        (status = 200, description = "The reviewers", body = ReviewerList),
+    )
+)]
 async fn list_reviewers(
     State(state): State<AppState>,
     client: ClientAddr,
     headers: HeaderMap,
-) -> Result<Json<Items<admin::reviewers::ReviewerStatus>>, HttpError> {
+) -> Result<Json<ReviewerList>, HttpError> {
     operator(&state, client, &headers).await?;
     let items = admin::reviewers::list(&state.store).await?;
-    Ok(Json(Items { items }))
+    Ok(Json(ReviewerList { items }))
 }
 
+/// Adds a reviewer, or gives a revoked one a new token (shown once).
+#[utoipa::path(
+    post,
+    path = "/api/v1/admin/reviewers",
+    tag = "admin",
+    security(("operator_token" = [])),
+    request_body = admin::reviewers::NewReviewer,
+    responses(
+        (status = 201, description = "Added", body = admin::reviewers::AddedReviewer),
+    )
+)]
 async fn add_reviewer(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -264,17 +417,43 @@ async fn add_reviewer(
     Ok((StatusCode::CREATED, Json(done)))
 }
 
+/// Revokes a reviewer's token.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/admin/reviewers/{name}",
+    tag = "admin",
+    security(("operator_token" = [])),
+    params(
+        ("name" = String, Path, description = "The reviewer's name"),
+    ),
+    responses(
+        (status = 200, description = "Revoked", body = ReviewerRevoked),
+    )
+)]
 async fn revoke_reviewer(
     State(state): State<AppState>,
     client: ClientAddr,
     headers: HeaderMap,
     Path(name): Path<String>,
-) -> Result<Json<serde_json::Value>, HttpError> {
+) -> Result<Json<ReviewerRevoked>, HttpError> {
     let who = operator(&state, client, &headers).await?;
     admin::reviewers::revoke(&state.store, &who, &name, crate::clock::now()).await?;
-    Ok(Json(serde_json::json!({ "name": name, "revoked": true })))
+    Ok(Json(ReviewerRevoked {
+        name,
+        revoked: true,
+    }))
 }
 
+/// Every image published definitions pin, with its mirror status.
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/mirror",
+    tag = "admin",
+    security(("operator_token" = [])),
+    responses(
+        (status = 200, description = "The images", body = admin::mirror::Images),
+    )
+)]
 async fn mirror_status(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -284,6 +463,17 @@ async fn mirror_status(
     Ok(Json(admin::mirror::status(&state.store).await?))
 }
 
+/// Makes failed images due now (all, or those whose `HOST/PATH@DIGEST` contains `filter`).
+#[utoipa::path(
+    post,
+    path = "/api/v1/admin/mirror/retry",
+    tag = "admin",
+    security(("operator_token" = [])),
+    request_body = Option<admin::mirror::RetryRequest>,
+    responses(
+        (status = 200, description = "How many", body = admin::mirror::Retried),
+    )
+)]
 async fn mirror_retry(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -304,6 +494,16 @@ async fn mirror_retry(
 
 /// Reads `serve --curation FILE` again on the replica that answers (each replica
 /// reads its own copy of the file).
+/// Reads `serve --curation FILE` again on the replica that answers.
+#[utoipa::path(
+    post,
+    path = "/api/v1/admin/curation/reload",
+    tag = "admin",
+    security(("operator_token" = [])),
+    responses(
+        (status = 200, description = "Reloaded", body = crate::catalog::curation::Reloaded),
+    )
+)]
 async fn reload_curation(
     State(state): State<AppState>,
     client: ClientAddr,
@@ -315,6 +515,16 @@ async fn reload_curation(
     Ok(Json(done))
 }
 
+/// Every role of the signed index with its version and expiry, earliest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/signed-index",
+    tag = "admin",
+    security(("operator_token" = [])),
+    responses(
+        (status = 200, description = "The roles", body = admin::index::IndexStatus),
+    )
+)]
 async fn signed_index(
     State(state): State<AppState>,
     client: ClientAddr,

@@ -42,7 +42,7 @@ pub fn router() -> axum::Router<AppState> {
     LIMITS.apply(routes, HttpError::into_response)
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct ListResponse {
     items: Vec<ListItem>,
     total: i64,
@@ -51,7 +51,7 @@ struct ListResponse {
 }
 
 /// One plugin of a listing.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct ListItem {
     publisher: String,
     name: String,
@@ -82,6 +82,24 @@ impl From<PluginSummary> for ListItem {
     }
 }
 
+/// Listed plugins matching the query, a page at a time.
+#[utoipa::path(
+    get,
+    path = "/api/v1/plugins",
+    tag = "catalog",
+    params(
+        ("q" = Option<String>, Query, description = "Search words (at most 200 characters)"),
+        ("tag" = Option<String>, Query, description = "Only plugins with this tag"),
+        ("publisher" = Option<String>, Query, description = "Only this publisher's plugins"),
+        ("no_internet" = Option<String>, Query, description = "`on`/`true`/`1`: leave out plugins that need internet access approved"),
+        ("not_privileged" = Option<String>, Query, description = "`on`/`true`/`1`: leave out privileged plugins"),
+        ("no_kube_system" = Option<String>, Query, description = "`on`/`true`/`1`: leave out plugins deploying into kube-system"),
+        ("sort" = Option<String>, Query, description = "`relevance` (default), `name` or `updated`"),
+        ("page" = Option<u32>, Query, description = "Page number, from 1"),
+        ("per_page" = Option<u32>, Query, description = "Plugins per page, 1 to 100 (default 24)"),
+    ),
+    responses((status = 200, description = "One page of the listing", body = ListResponse))
+)]
 async fn list(
     State(state): State<AppState>,
     RawQuery(raw): RawQuery,
@@ -96,6 +114,17 @@ async fn list(
     }))
 }
 
+/// One plugin: its latest version, what it needs approved, its versions and links.
+#[utoipa::path(
+    get,
+    path = "/api/v1/plugins/{publisher}/{name}",
+    tag = "catalog",
+    params(
+        ("publisher" = String, Path, description = "The publisher's name"),
+        ("name" = String, Path, description = "The plugin's name"),
+    ),
+    responses((status = 200, description = "The plugin", body = PluginDetail))
+)]
 async fn detail(
     State(state): State<AppState>,
     Path((publisher, name)): Path<(String, String)>,
@@ -116,6 +145,17 @@ pub(super) fn changes_json(c: Option<&crate::catalog::changes::Changes>) -> serd
     }
 }
 
+/// What `changes` answers: the comparison's fields, with whether it asks for more than
+/// the version installed and a sentence per change.
+#[derive(Serialize, utoipa::ToSchema)]
+#[allow(dead_code)] // a schema only: the answer is built by `changes_json`
+struct ChangesAnswer {
+    #[serde(flatten)]
+    changes: crate::catalog::changes::Changes,
+    asks_for_more: bool,
+    lines: Vec<String>,
+}
+
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ChangesQuery {
@@ -124,6 +164,18 @@ struct ChangesQuery {
 
 /// What upgrading to `version` from `from` (both published versions of the plugin,
 /// yanked or not) asks for that `from` did not.
+#[utoipa::path(
+    get,
+    path = "/api/v1/plugins/{publisher}/{name}/versions/{version}/changes",
+    tag = "catalog",
+    params(
+        ("publisher" = String, Path, description = "The publisher's name"),
+        ("name" = String, Path, description = "The plugin's name"),
+        ("version" = String, Path, description = "The version upgraded to"),
+        ("from" = String, Query, description = "The version installed"),
+    ),
+    responses((status = 200, description = "What the upgrade asks for", body = ChangesAnswer))
+)]
 async fn changes(
     State(state): State<AppState>,
     Path((publisher, name, version)): Path<(String, String, String)>,
@@ -156,11 +208,22 @@ async fn changes(
     Ok(Json(changes_json(Some(&changes))))
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 struct VersionsResponse {
     items: Vec<VersionInfo>,
 }
 
+/// Every version of a plugin, newest first, yanked ones marked.
+#[utoipa::path(
+    get,
+    path = "/api/v1/plugins/{publisher}/{name}/versions",
+    tag = "catalog",
+    params(
+        ("publisher" = String, Path, description = "The publisher's name"),
+        ("name" = String, Path, description = "The plugin's name"),
+    ),
+    responses((status = 200, description = "The plugin's versions", body = VersionsResponse))
+)]
 async fn versions(
     State(state): State<AppState>,
     Path((publisher, name)): Path<(String, String)>,
@@ -181,6 +244,20 @@ async fn versions(
 }
 
 /// The exact published bytes; the definition hash doubles as a strong ETag.
+#[utoipa::path(
+    get,
+    path = "/api/v1/plugins/{publisher}/{name}/versions/{version}/definition",
+    tag = "catalog",
+    params(
+        ("publisher" = String, Path, description = "The publisher's name"),
+        ("name" = String, Path, description = "The plugin's name"),
+        ("version" = String, Path, description = "The version, with or without `v`"),
+    ),
+    responses(
+        (status = 200, description = "The definition as published (YAML)", body = Object, content_type = "application/yaml"),
+        (status = 304, description = "Not modified: the client's copy (If-None-Match) is current"),
+    )
+)]
 pub(super) async fn raw_definition(
     State(state): State<AppState>,
     Path((publisher, name, version)): Path<(String, String, String)>,

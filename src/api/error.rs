@@ -21,7 +21,7 @@ use crate::trust::verify::PublishError;
 
 /// The machine-readable `code` of an error body. Clients branch on it, so a code keeps
 /// its meaning once published; the message is for people.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// The request is malformed (body not the documented JSON, a bad header).
@@ -400,12 +400,16 @@ impl From<CatalogError> for HttpError {
     }
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
+/// Every refusal and failure of the JSON surfaces: `{"error": {"code", "message",
+/// "details"?}}`.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = ErrorBody)]
+pub(super) struct Body<'a> {
     error: Inner<'a>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = ErrorDetail)]
 struct Inner<'a> {
     code: ErrorCode,
     message: &'a str,

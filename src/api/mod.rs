@@ -9,6 +9,7 @@
 //! - `review`: the reviewers' JSON API under `/api/v1/review/` (reviewer tokens);
 //! - `upstream`: the upstream followed and its last round, `/api/v1/upstream`;
 //! - `admin`: the admin API under `/api/v1/admin/` (operator tokens);
+//! - `openapi`: the JSON API's OpenAPI 3.1 description, `/api/v1/openapi.json`;
 //! - `registry`: the OCI pull API under `/v2/` (its own error body);
 //! - `ops`: `/healthz`, `/readyz`, `/metrics` (`metrics`: the exposition, and the
 //!   request metrics of both applications);
@@ -34,6 +35,7 @@ pub mod extract;
 pub mod feeds;
 pub mod layers;
 pub mod metrics;
+pub mod openapi;
 pub mod ops;
 pub mod pages;
 pub mod publishing;
@@ -146,6 +148,7 @@ pub fn app(state: AppState) -> Router {
         .merge(review::router())
         .merge(upstream::router())
         .merge(admin::router())
+        .merge(openapi::router())
         .merge(registry::router())
         .merge(connect::catalog::router(&state))
         .merge(connect::publication::router(&state))

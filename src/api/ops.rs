@@ -29,14 +29,38 @@ pub fn router() -> axum::Router<AppState> {
     LIMITS.apply(routes, HttpError::into_response)
 }
 
+/// What a probe answers: `ok` or `ready`, or `unavailable` with the `reason`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[allow(dead_code)] // a schema only: the probes answer with `json!`
+pub(super) struct Probe {
+    status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
 /// The process is up and serving; says nothing about dependencies.
-async fn healthz() -> Json<serde_json::Value> {
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "ops",
+    responses((status = 200, description = "Up", body = Probe))
+)]
+pub(super) async fn healthz() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
 /// Ready when the database answers, so a load balancer stops sending traffic to a
 /// replica that cannot serve it.
-async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<serde_json::Value>) {
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "ops",
+    responses(
+        (status = 200, description = "Ready", body = Probe),
+        (status = 503, description = "The database does not answer", body = Probe),
+    )
+)]
+pub(super) async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<serde_json::Value>) {
     match state.store.ping().await {
         Ok(()) => (StatusCode::OK, Json(json!({"status": "ready"}))),
         Err(e) => {

@@ -15,7 +15,7 @@ use super::rbac::{self, AccessLevel};
 use crate::definition::{Definition, Need, PolicyRule};
 
 /// One resource's access before and after, as the plugin page names both.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct AccessChange {
     /// `pods`, `certificates.cert-manager.io`, `all resources in all API groups` ...
     pub resource: String,
@@ -26,7 +26,7 @@ pub struct AccessChange {
 }
 
 /// A console menu entry: its scope (`organization`, `project`) and resource.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
 pub struct MenuItem {
     pub scope: &'static str,
     pub crd: String,
@@ -35,7 +35,7 @@ pub struct MenuItem {
 }
 
 /// What `to` asks for that `from` did not, and what it no longer asks for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Changes {
     pub from_version: String,
     pub to_version: String,

@@ -71,7 +71,7 @@ pub struct LiveCuration {
 }
 
 /// What a reload loaded.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct Reloaded {
     pub file: String,
     pub categories: usize,

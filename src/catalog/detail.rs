@@ -9,7 +9,7 @@ use super::rbac::{self, Access};
 use crate::definition::{Approval, Definition, MenuEntry, PolicyRule, install_namespace};
 use crate::store::{ImageMirror, LinkKind, PluginRef, Store, VersionRecord};
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct VersionInfo {
     pub version: String,
     pub hash: String,
@@ -43,7 +43,7 @@ impl From<&VersionRecord> for VersionInfo {
 }
 
 /// A version's image in the mirror, as pages and the API show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct MirrorInfo {
     /// `pending`, `mirroring`, `mirrored` or `failed`.
     pub status: String,
@@ -71,21 +71,21 @@ impl From<&ImageMirror> for MirrorInfo {
 }
 
 /// Versions of one major: an upgrade path (upgrades stay within one major).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct MajorGroup {
     pub major: u64,
     pub versions: Vec<VersionInfo>,
 }
 
 /// A dependency or suggestion by name, resolved to catalog plugins when present.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Link {
     pub name: String,
     /// Plugins with that name; empty when the catalog has none (shown as missing).
     pub found: Vec<PluginRefView>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct PluginRefView {
     pub publisher: String,
     pub name: String,
@@ -102,7 +102,7 @@ impl From<PluginRef> for PluginRefView {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct PluginDetail {
     pub publisher: String,
     pub name: String,

@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::store::{Domain, ListingRow, Store, StoreError};
 
 /// A listing as the JSON API shows it (`listing` of a plugin's detail).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ListingView {
     pub display_name: String,
     pub description_short: String,
@@ -33,7 +33,7 @@ pub struct ListingView {
     pub updated_at: i64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct DocumentationLink {
     pub id: String,
     pub title: String,
@@ -41,7 +41,7 @@ pub struct DocumentationLink {
     pub url: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct FeatureBlock {
     pub title: String,
     pub body: String,

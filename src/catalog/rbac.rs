@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::definition::PolicyRule;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum AccessLevel {
     Read,
@@ -25,7 +25,7 @@ impl AccessLevel {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Access {
     /// `pods`, `certificates.cert-manager.io`, `all resources in apps` ...
     pub resource: String,

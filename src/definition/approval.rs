@@ -55,7 +55,7 @@ impl Need {
 }
 
 /// What an admin approves before install (see [`APPROVAL_CAPABILITIES`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Approval {
     pub internet_access: bool,
     pub kube_system_deployment: bool,
