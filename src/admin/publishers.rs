@@ -267,11 +267,20 @@ pub async fn list(store: &Store, now: i64) -> Result<Vec<PublisherStatus>, Admin
     let earliest = crate::trust::expiry::earliest_by_publisher(&roles);
     let mut out = Vec::new();
     for p in store.publisher_list().await? {
-        let keys: Vec<PublicKey> = p
+        // Stored keys are hex (checked when registered): read as hex only, once.
+        let parsed: Vec<Option<PublicKey>> = p
             .public_keys
             .iter()
-            .filter_map(|k| PublicKey::parse(k).ok())
+            .map(|k| PublicKey::from_hex(k).ok())
             .collect();
+        let key_ids = parsed
+            .iter()
+            .map(|k| {
+                k.as_ref()
+                    .map_or_else(|| "<invalid key>".into(), PublicKey::key_id)
+            })
+            .collect();
+        let keys: Vec<PublicKey> = parsed.into_iter().flatten().collect();
         let index = match (
             p.suspended_at,
             publishers::delegation(targets.as_ref(), &p.name, &keys, p.threshold),
@@ -282,13 +291,7 @@ pub async fn list(store: &Store, now: i64) -> Result<Vec<PublisherStatus>, Admin
             (None, Delegation::Stale) => InIndex::Stale,
         };
         out.push(PublisherStatus {
-            key_ids: p
-                .public_keys
-                .iter()
-                .map(|k| {
-                    PublicKey::from_hex(k).map_or_else(|_| "<invalid key>".into(), |k| k.key_id())
-                })
-                .collect(),
+            key_ids,
             earliest_role: earliest.get(p.name.as_str()).map(|r| EarliestRole {
                 role: r.role.clone(),
                 expires_at: r.expires_at,
