@@ -1,11 +1,12 @@
 //! The catalog cache: listings, counts and facets served from it follow every write at
-//! once (through the same store, through a second store on the same file as another
+//! once (through the same store, through a second store on the same database as another
 //! process would, and through the real CLI while the real server runs), and its memory
 //! stays within its budget under varied queries while answering exactly as an uncached
 //! store does.
 
 mod common;
 
+use common::backends::{Backend, Open};
 use common::publishing::{Client, definition, marketplace, setup_with};
 use common::{NOW, Server, output_text, with_version};
 use marketplace::catalog::builtin;
@@ -46,11 +47,18 @@ fn has_publisher(f: &Facets, name: &str) -> bool {
 
 #[tokio::test]
 async fn writes_from_this_store_and_another_on_the_same_file_show_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("catalog.db");
-    let server = Store::open(&path).await.unwrap();
-    // A second store on the same file has its own pool and cache: another process.
-    let other = Store::open(&path).await.unwrap();
+    writes_from_another_store_show_at_once(Backend::sqlite().await).await
+}
+
+#[tokio::test]
+async fn writes_from_this_store_and_another_on_the_same_database_show_at_once_on_postgres() {
+    writes_from_another_store_show_at_once(Backend::postgres().await).await
+}
+
+async fn writes_from_another_store_show_at_once(backend: Backend<Store>) {
+    let server = backend.store.clone();
+    // A second store on the same database has its own pool and cache: another process.
+    let other = <Store as Open>::open(&backend.db).await;
     builtin::load(&server, NOW).await.unwrap();
     let gateway = with_version("gateway", "9.0.0");
     let tag = gateway.tags().next().expect("gateway has a tag").to_owned();
@@ -68,6 +76,17 @@ async fn writes_from_this_store_and_another_on_the_same_file_show_at_once() {
     // Plugins found by stable id, through the same per-generation index.
     let gateway_id = marketplace::ids::plugin("acme", "gateway");
     let by_id = async |store: &Store| store.listed_by_id(&gateway_id).await.unwrap();
+    // The plugin with its latest definition, as catalog.v1 GetPlugin reads it: the
+    // listed version and the definition's version, which must agree.
+    let detail = async |store: &Store| {
+        let generation = store.catalog_generation().await.unwrap();
+        let d = store
+            .listed_detail(generation, &gateway_id)
+            .await
+            .unwrap()?;
+        assert_eq!(d.plugin.latest_version, d.definition.version.to_string());
+        Some(d.plugin.latest_version.clone())
+    };
     let some_builtin = server.listed_names().await.unwrap()[0].clone();
     assert_eq!(
         server
@@ -77,6 +96,7 @@ async fn writes_from_this_store_and_another_on_the_same_file_show_at_once() {
         Some(some_builtin.clone())
     );
     assert_eq!(by_id(&server).await, None);
+    assert_eq!(detail(&server).await, None);
     assert!(
         server.cache_usage().entries >= 6,
         "pages and ranked lists cached"
@@ -100,6 +120,22 @@ async fn writes_from_this_store_and_another_on_the_same_file_show_at_once() {
     assert!(has_publisher(&after, "acme"));
     let acme = Some(("acme".to_owned(), "gateway".to_owned()));
     assert_eq!(by_id(&server).await, acme);
+    assert_eq!(detail(&server).await.as_deref(), Some("9.0.0"));
+    // Asked again at the same generation, it comes from the cache: the same value.
+    let generation = server.catalog_generation().await.unwrap();
+    let (a, b) = (
+        server
+            .listed_detail(generation, &gateway_id)
+            .await
+            .unwrap()
+            .unwrap(),
+        server
+            .listed_detail(generation, &gateway_id)
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+    assert!(std::sync::Arc::ptr_eq(&a, &b));
     assert_eq!(
         tag_count(&after, &tag),
         tag_count(&facets, &tag).map(|n| n + 1)
@@ -124,12 +160,15 @@ async fn writes_from_this_store_and_another_on_the_same_file_show_at_once() {
     };
     let (items, _) = listing(&server, &search(&["gateway"])).await;
     assert_eq!(acme_gateway(&items).as_deref(), Some("9.1.0"));
+    assert_eq!(detail(&server).await.as_deref(), Some("9.1.0"));
+    assert_eq!(detail(&other).await.as_deref(), Some("9.1.0"));
 
     // Another process yanks it: the listing falls back to 9.0.0.
     let newest = with_version("gateway", "9.1.0").hash;
     other.yank("acme", &[newest], &[], NOW + 3).await.unwrap();
     let (items, _) = listing(&server, &search(&["gateway"])).await;
     assert_eq!(acme_gateway(&items).as_deref(), Some("9.0.0"));
+    assert_eq!(detail(&server).await.as_deref(), Some("9.0.0"));
 
     // Another process suspends acme: it leaves listings, counts and facets.
     other
@@ -142,6 +181,7 @@ async fn writes_from_this_store_and_another_on_the_same_file_show_at_once() {
     let suspended = server.facets().await.unwrap();
     assert!(!has_publisher(&suspended, "acme"));
     assert_eq!(by_id(&server).await, None);
+    assert_eq!(detail(&server).await, None);
     assert_eq!(tag_count(&suspended, &tag), tag_count(&facets, &tag));
 
     // This process resumes it; the other process's cache, warmed while acme was
@@ -154,6 +194,7 @@ async fn writes_from_this_store_and_another_on_the_same_file_show_at_once() {
     assert!(acme_gateway(&items).is_some());
     assert!(has_publisher(&other.facets().await.unwrap(), "acme"));
     assert_eq!(by_id(&other).await, acme);
+    assert_eq!(detail(&other).await.as_deref(), Some("9.0.0"));
 
     // Yanking the last listed version unlists the plugin everywhere.
     other
@@ -168,6 +209,7 @@ async fn writes_from_this_store_and_another_on_the_same_file_show_at_once() {
         tag_count(&facets, &tag)
     );
     assert_eq!(by_id(&server).await, None);
+    assert_eq!(detail(&server).await, None);
 }
 
 #[tokio::test]

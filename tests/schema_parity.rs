@@ -475,13 +475,13 @@ async fn the_servers_schema_is_the_same_on_sqlite_and_postgresql() {
     assert_eq!(sqlite.generated.len(), 8, "{:?}", sqlite.generated);
     assert_eq!(sqlite.seeded, [(1, 0), (2, 0)]);
     only_seeded(&sqlite, "change_feed");
-    assert_eq!(sqlite.version, 15);
+    assert_eq!(sqlite.version, 16);
     assert_same(&sqlite, &postgres);
-    assert_eq!(last(&MIGRATIONS), Some(15));
-    assert_eq!(last(&POSTGRES_MIGRATIONS), Some(15));
+    assert_eq!(last(&MIGRATIONS), Some(16));
+    assert_eq!(last(&POSTGRES_MIGRATIONS), Some(16));
     // `migrate!("./migrations")` takes none of the files in the folders beside them.
-    assert_eq!(MIGRATIONS.iter().count(), 15);
-    assert_eq!(POSTGRES_MIGRATIONS.iter().count(), 7);
+    assert_eq!(MIGRATIONS.iter().count(), 16);
+    assert_eq!(POSTGRES_MIGRATIONS.iter().count(), 8);
 
     // What PostgreSQL has instead of the FTS5 table: a document column under GIN.
     let (kind, nullable): (String, String) = sqlx::query_as(

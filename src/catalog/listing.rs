@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
-use crate::store::{Domain, ListingRow, Store, StoreError};
+use crate::store::{ListingRow, Store, StoreError};
 
 /// A listing as the JSON API shows it (`listing` of a plugin's detail).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
@@ -100,7 +100,12 @@ pub struct Listings {
 impl Listings {
     /// The listings as of now: one read of the generation when they are cached at it.
     pub async fn current(&self, store: &Store) -> Result<ByPlugin, StoreError> {
-        let generation = store.generation(Domain::Catalog).await?;
+        self.at(store, store.catalog_generation().await?).await
+    }
+
+    /// The listings as of `generation` (from [`Store::catalog_generation`]), for a
+    /// request that has read it already: no statement when they are cached at it.
+    pub async fn at(&self, store: &Store, generation: i64) -> Result<ByPlugin, StoreError> {
         if let Some((at, map)) = self.cached.lock().expect("not poisoned").as_ref()
             && *at == generation
         {

@@ -5,6 +5,7 @@
 //! Layering: calls `store` and `curation`; knows nothing of HTTP or Connect.
 
 use std::cmp::Reverse;
+use std::sync::Arc;
 
 use super::curation::{Curated, Curation};
 use super::rbac::{self, ResourceVerbs};
@@ -53,7 +54,8 @@ impl Entry {
 #[derive(Debug, Clone)]
 pub struct Details {
     pub entry: Entry,
-    pub definition: Definition,
+    /// Shared with the catalog cache, which keeps it per generation.
+    pub definition: Arc<Definition>,
     /// `spec.permissions.rbac` per resource.
     pub permissions: Vec<ResourceVerbs>,
 }
@@ -117,23 +119,22 @@ pub async fn find(store: &Store, plugin_id: &str) -> Result<ListedPlugin, Catalo
         .ok_or_else(not_found)
 }
 
-/// A listed plugin with its curation and its latest listed definition.
+/// A listed plugin with its curation and its latest listed definition, as of the
+/// catalog's `generation` (from [`Store::catalog_generation`], which the caller reads
+/// once for everything it answers from).
 pub async fn details(
     store: &Store,
     curation: &Curation,
+    generation: i64,
     plugin_id: &str,
 ) -> Result<Details, CatalogError> {
-    let plugin = find(store, plugin_id).await?;
-    let (_, definition) = store
-        .definition(plugin.id, &plugin.latest_version)
+    let id = ids::parse("plugin_id", plugin_id).map_err(invalid)?;
+    let detail = store
+        .listed_detail(generation, &id)
         .await?
-        .ok_or_else(|| {
-            CatalogError::NotFound(format!(
-                "version {} of plugin {}/{}",
-                plugin.latest_version, plugin.publisher, plugin.name
-            ))
-        })?;
-    let rules: Vec<&PolicyRule> = definition
+        .ok_or_else(|| CatalogError::NotFound(format!("plugin {id}")))?;
+    let rules: Vec<&PolicyRule> = detail
+        .definition
         .manifest
         .spec
         .permissions
@@ -143,8 +144,8 @@ pub async fn details(
         .collect();
     Ok(Details {
         permissions: rbac::verbs_by_resource(&rules),
-        entry: Entry::new(curation, plugin),
-        definition,
+        entry: Entry::new(curation, detail.plugin.clone()),
+        definition: detail.definition.clone(),
     })
 }
 

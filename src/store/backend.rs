@@ -117,6 +117,9 @@ store_traits! {
         fn linking_to(&self, name: &str, kind: LinkKind) -> Vec<PluginRef>;
         /// One plugin if listings show it.
         fn listed_plugin(&self, publisher: &str, name: &str) -> Option<ListedPlugin>;
+        /// One plugin if listings show it, with its latest listed version's hash, bytes
+        /// and extras, in one statement; `Store::listed_detail` parses and keeps it.
+        @internal fn listed_detail(&self, publisher: &str, name: &str) -> Option<super::detail::DetailRow>;
         /// Publisher and name of every plugin listings show, by publisher then name: what
         /// ids computed from names are looked up in.
         fn listed_names(&self) -> Vec<(String, String)>;

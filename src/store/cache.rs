@@ -10,16 +10,21 @@
 //! committed write is seen by the next request whichever process, replica or connection
 //! made it.
 //!
-//! Memory is bounded by a budget of approximate heap bytes (keys and values); the least
-//! recently used entries go first, so varied hostile queries cost their own computation
-//! but cannot grow the cache or push out more than they occupy.
+//! It also keeps plugins asked for one at a time by stable id, each with its latest
+//! definition parsed (catalog.v1 `GetPlugin`): on PostgreSQL that saves a round trip and
+//! a parse per request.
+//!
+//! Memory is bounded by a budget of approximate heap bytes (keys and values), one for
+//! the listings and one, the same, for the plugins; the least recently used entries go
+//! first, so varied hostile queries cost their own computation but cannot grow the cache
+//! or push out more than they occupy.
 
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 
 use hashlink::LinkedHashMap;
 
-use super::{Facets, PluginQuery, PluginSummary};
+use super::{Facets, ListedDetail, ListedPlugin, PluginQuery, PluginSummary};
 
 /// Default budget: far above what 10,000 plugins' usual queries need (a ranked list of
 /// every plugin is 80 KB, a page of 24 about 10 KB), small against the server's memory
@@ -175,6 +180,35 @@ impl Weigh for Entry {
     }
 }
 
+impl Weigh for String {
+    fn weigh(&self) -> usize {
+        std::mem::size_of::<String>() + self.len()
+    }
+}
+
+impl Weigh for Arc<ListedDetail> {
+    fn weigh(&self) -> usize {
+        std::mem::size_of::<ListedDetail>()
+            + listed(&self.plugin)
+            + std::mem::size_of::<crate::definition::Definition>()
+            // The published bytes, and the parsed manifest, estimated at twice their
+            // size (its strings, lists and maps copy the text, with their headers).
+            + 3 * self.definition.bytes.len()
+    }
+}
+
+fn listed(p: &ListedPlugin) -> usize {
+    text(&p.publisher)
+        + text(&p.name)
+        + text(&p.display_name)
+        + text(&p.description)
+        + text(&p.latest_version)
+        + p.tags
+            .iter()
+            .map(|t| std::mem::size_of::<String>() + text(t))
+            .sum::<usize>()
+}
+
 /// The cache the store shares between its clones.
 pub(super) struct CatalogCache {
     state: Mutex<State>,
@@ -184,6 +218,9 @@ struct State {
     /// The generation every entry below was read at; `None` before the first.
     generation: Option<i64>,
     entries: Lru<Key, Entry>,
+    /// Plugins with their latest definition by stable id, apart from the listings so
+    /// that varied searches cannot push out the plugins people open, nor the reverse.
+    details: Lru<String, Arc<ListedDetail>>,
     facets: Option<Arc<Facets>>,
     listed_ids: Option<Arc<ListedIds>>,
 }
@@ -202,6 +239,7 @@ impl State {
             Some(g) if g > generation => false,
             _ => {
                 self.entries.clear();
+                self.details.clear();
                 self.facets = None;
                 self.listed_ids = None;
                 self.generation = Some(generation);
@@ -217,6 +255,7 @@ impl CatalogCache {
             state: Mutex::new(State {
                 generation: None,
                 entries: Lru::new(budget),
+                details: Lru::new(budget),
                 facets: None,
                 listed_ids: None,
             }),
@@ -276,6 +315,22 @@ impl CatalogCache {
         }
     }
 
+    pub(super) fn detail(&self, generation: i64, id: &str) -> Option<Arc<ListedDetail>> {
+        let mut state = self.state();
+        if !state.at(generation) {
+            return None;
+        }
+        state.details.get(&id.to_owned())
+    }
+
+    pub(super) fn put_detail(&self, generation: i64, id: &str, detail: Arc<ListedDetail>) {
+        let mut state = self.state();
+        if state.at(generation) {
+            state.details.insert(id.to_owned(), detail);
+        }
+    }
+
+    /// The listings' part; the plugins' part has a budget of its own, the same.
     pub(super) fn usage(&self) -> CacheUsage {
         self.state().entries.usage()
     }

@@ -10,6 +10,7 @@ mod backend;
 mod bulk;
 mod cache;
 mod changes;
+mod detail;
 mod feed;
 mod mirror;
 mod operators;
@@ -41,7 +42,9 @@ pub use feed::{FeedScope, FeedVersion};
 pub use mirror::{Content, ContentKind, MirrorJob, MirrorStatus, Referrer, ServedManifest};
 pub use operators::OperatorRow;
 pub use publishers::PublisherRecord;
-pub use query::{ListedPlugin, Page, PluginQuery, PluginSummary, Sort, search_tokens};
+pub use query::{
+    ListedDetail, ListedPlugin, Page, PluginQuery, PluginSummary, Sort, search_tokens,
+};
 pub use review::{
     LinkRow, ListingRow, ReviewDecision, ReviewEventRow, ReviewVersionRow, ReviewerRow, Transition,
     Transitioned, Upload,
@@ -322,11 +325,25 @@ impl Store {
         self.db.listed(q, &self.cache).await
     }
 
+    /// The catalog's generation: what [`Store::listed_detail`] and the listings kept
+    /// beside the catalog are read at, so one request reads it once.
+    pub async fn catalog_generation(&self) -> Result<i64, StoreError> {
+        self.db.generation(Domain::Catalog).await
+    }
+
     /// Publisher and name of the listed plugin whose stable id (`ids::plugin`) is `id`:
     /// one map lookup, the map built once per generation of the catalog (ids are hashes
     /// of names, so a miss hashes every listed name once, not every request).
     pub async fn listed_by_id(&self, id: &str) -> Result<Option<(String, String)>, StoreError> {
-        let generation = self.db.generation(Domain::Catalog).await?;
+        let generation = self.catalog_generation().await?;
+        self.listed_by_id_at(generation, id).await
+    }
+
+    async fn listed_by_id_at(
+        &self,
+        generation: i64,
+        id: &str,
+    ) -> Result<Option<(String, String)>, StoreError> {
         if let Some(ids) = self.cache.listed_ids(generation) {
             return Ok(ids.get(id).cloned());
         }
@@ -340,10 +357,52 @@ impl Store {
         );
         // The names were read in their own statement: they belong to `generation` only
         // when no write to the catalog came between the two reads of it.
-        if self.db.generation(Domain::Catalog).await? == generation {
+        if self.catalog_generation().await? == generation {
             self.cache.put_listed_ids(generation, ids.clone());
         }
         Ok(ids.get(id).cloned())
+    }
+
+    /// The listed plugin whose stable id is `id` with its latest listed definition, as of
+    /// `generation` (from [`Store::catalog_generation`]). Kept per generation, so a plugin
+    /// asked for again costs no statement; one not kept costs one statement and a parse
+    /// of its definition.
+    pub async fn listed_detail(
+        &self,
+        generation: i64,
+        id: &str,
+    ) -> Result<Option<Arc<ListedDetail>>, StoreError> {
+        if let Some(detail) = self.cache.detail(generation, id) {
+            return Ok(Some(detail));
+        }
+        let Some((publisher, name)) = self.listed_by_id_at(generation, id).await? else {
+            return Ok(None);
+        };
+        let Some((plugin, stored)) = self.db.listed_detail(&publisher, &name).await? else {
+            return Ok(None);
+        };
+        let definition = match stored {
+            Some((hash, bytes, extras)) => stored_definition(&bytes, &hash, extras)?,
+            // The latest version's row not found by its text: found by its version.
+            None => match self
+                .db
+                .definition(plugin.id, &plugin.latest_version)
+                .await?
+            {
+                Some((_, definition)) => definition,
+                None => return Ok(None),
+            },
+        };
+        let detail = Arc::new(ListedDetail {
+            plugin,
+            definition: Arc::new(definition),
+        });
+        // As with the id map: the row was read after the generation, so it is kept only
+        // when the catalog did not change meanwhile.
+        if self.catalog_generation().await? == generation {
+            self.cache.put_detail(generation, id, detail.clone());
+        }
+        Ok(Some(detail))
     }
 
     /// Tags of listed plugins with their counts (most used first, at most 50) and the

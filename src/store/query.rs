@@ -5,6 +5,10 @@
 //! relevance with the name weighted highest; operators in input never reach the query
 //! language ([`search_tokens`]).
 
+use std::sync::Arc;
+
+use crate::definition::Definition;
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum Sort {
     /// Name match first when searching, then by name.
@@ -83,6 +87,14 @@ pub struct ListedPlugin {
     pub tags: Vec<String>,
     /// When its oldest version still listed was published (Unix seconds).
     pub first_published_at: i64,
+}
+
+/// A listed plugin with its latest listed definition: what catalog.v1 `GetPlugin`
+/// answers from, kept per generation of the catalog by [`Store::listed_detail`](super::Store::listed_detail).
+#[derive(Debug)]
+pub struct ListedDetail {
+    pub plugin: ListedPlugin,
+    pub definition: Arc<Definition>,
 }
 
 /// The tokens every match must have a word starting with: the search words split into

@@ -273,14 +273,27 @@ impl pb::CatalogService for Catalog {
         _ctx: RequestContext,
         request: ServiceRequest<'_, pb::GetPluginRequest>,
     ) -> ServiceResult<pb::GetPluginResponse> {
+        // One read of the generation for both parts of the answer: on PostgreSQL each
+        // read is a round trip, and both parts are cached at it.
+        let store = &self.state.store;
+        let generation = store
+            .catalog_generation()
+            .await
+            .map_err(|e| refused(e.into()))?;
         let d = public::details(
-            &self.state.store,
+            store,
             &self.state.curation.get(),
+            generation,
             request.plugin_id,
         )
         .await
         .map_err(refused)?;
-        let listings = self.listings().await?;
+        let listings = self
+            .state
+            .listings
+            .at(store, generation)
+            .await
+            .map_err(|e| to_connect(e.into()))?;
         let listing = listings.get(&ids::plugin(
             &d.entry.plugin.publisher,
             &d.entry.plugin.name,

@@ -105,6 +105,7 @@ pub(crate) async fn begin_read(
         .await
 }
 
+crate::store::detail::detail_store!(PgStore);
 crate::store::feed::feed_store!(PgStore);
 crate::store::operators::operator_store!(PgStore);
 

@@ -47,6 +47,7 @@ async fn read_generation(
         .await?)
 }
 
+crate::store::detail::detail_store!(SqliteStore);
 crate::store::feed::feed_store!(SqliteStore);
 crate::store::operators::operator_store!(SqliteStore);
 
