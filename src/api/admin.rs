@@ -97,7 +97,6 @@ fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, HttpError> {
     })
 }
 
-/// `{"operator": NAME}`: who the token belongs to.
 /// Who the operator token belongs to.
 #[utoipa::path(
     get,

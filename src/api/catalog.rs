@@ -132,28 +132,24 @@ async fn detail(
     Ok(Json(plugin_detail(&state.store, &publisher, &name).await?))
 }
 
-/// What `changes` answers: the comparison's fields, and `lines`, one sentence each.
-pub(super) fn changes_json(c: Option<&crate::catalog::changes::Changes>) -> serde_json::Value {
-    match c {
-        None => serde_json::Value::Null,
-        Some(c) => {
-            let mut v = serde_json::to_value(c).unwrap_or_default();
-            v["asks_for_more"] = c.asks_for_more().into();
-            v["lines"] = c.lines().into();
-            v
-        }
-    }
-}
-
 /// What `changes` answers: the comparison's fields, with whether it asks for more than
 /// the version installed and a sentence per change.
 #[derive(Serialize, utoipa::ToSchema)]
-#[allow(dead_code)] // a schema only: the answer is built by `changes_json`
-struct ChangesAnswer {
+pub(super) struct ChangesAnswer {
     #[serde(flatten)]
     changes: crate::catalog::changes::Changes,
     asks_for_more: bool,
     lines: Vec<String>,
+}
+
+impl ChangesAnswer {
+    pub(super) fn new(changes: crate::catalog::changes::Changes) -> ChangesAnswer {
+        ChangesAnswer {
+            asks_for_more: changes.asks_for_more(),
+            lines: changes.lines(),
+            changes,
+        }
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -180,7 +176,7 @@ async fn changes(
     State(state): State<AppState>,
     Path((publisher, name, version)): Path<(String, String, String)>,
     query: Result<axum::extract::Query<ChangesQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<serde_json::Value>, HttpError> {
+) -> Result<Json<ChangesAnswer>, HttpError> {
     let axum::extract::Query(q) = query.map_err(|e| {
         HttpError::bad_parameter(format!(
             "query parameter `from` (the version installed) is required: {}",
@@ -204,8 +200,9 @@ async fn changes(
         found.push(d);
     }
     let (old, new) = (&found[0], &found[1]);
-    let changes = crate::catalog::changes::between(old, new);
-    Ok(Json(changes_json(Some(&changes))))
+    Ok(Json(ChangesAnswer::new(crate::catalog::changes::between(
+        old, new,
+    ))))
 }
 
 #[derive(Serialize, utoipa::ToSchema)]

@@ -22,7 +22,7 @@ use super::error::HttpError;
 #[openapi(
     info(
         title = "Fundament Plugin Marketplace",
-        description = "The marketplace server's JSON API: the catalog, and the admin API for operators. Fundament's own Connect contracts (catalog.v1, registry.v1, admin.v1), the signed index (/tuf/), the OCI registry (/v2/), pages, feeds and /metrics are described by their own specifications and are not in this document.",
+        description = "The marketplace server's JSON API: the catalog, publishing, review, the upstream followed, and the admin API for operators. Fundament's own Connect contracts (catalog.v1, registry.v1, admin.v1), the signed index (/tuf/), the OCI registry (/v2/), pages, feeds and /metrics are described by their own specifications and are not in this document.",
     ),
     paths(
         super::catalog::list,
@@ -30,6 +30,16 @@ use super::error::HttpError;
         super::catalog::versions,
         super::catalog::raw_definition,
         super::catalog::changes,
+        super::publishing::publishers,
+        super::publishing::whoami,
+        super::publishing::current_role,
+        super::publishing::resign,
+        super::publishing::publish,
+        super::publishing::yank,
+        super::publishing::approved,
+        super::review::list,
+        super::review::show,
+        super::upstream::status,
         super::admin::me,
         super::admin::list_publishers,
         super::admin::add_publisher,
@@ -53,6 +63,9 @@ use super::error::HttpError;
     modifiers(&SecuritySchemes, &ErrorResponses),
     tags(
         (name = "catalog", description = "Published plugins, as the catalog lists them"),
+        (name = "publishing", description = "Publishing signed definitions (a publisher's token: `marketplace publisher add`, `publisher token`)"),
+        (name = "review", description = "Reviewing submissions (a reviewer's token: `marketplace reviewer add`); decisions are `admin.v1.ReviewService`"),
+        (name = "upstream", description = "The upstream marketplace this one follows (`serve --upstream`)"),
         (name = "admin", description = "Operating the marketplace (an operator's token: `marketplace operator token create`)"),
         (name = "ops", description = "Probes"),
     )
@@ -78,7 +91,7 @@ impl Modify for SecuritySchemes {
 }
 
 /// The error shape as `4XX` and `5XX` of every operation that does not name its own.
-struct ErrorResponses;
+pub(super) struct ErrorResponses;
 
 impl Modify for ErrorResponses {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {

@@ -27,7 +27,8 @@ use super::error::{ErrorCode, HttpError};
 use super::extract::ClientAddr;
 use super::layers::Limits;
 use super::tuf::{not_initialized, serve_metadata};
-use crate::trust::server::accept::{self, RoleUpdate};
+use crate::trust::expiry::RoleView;
+use crate::trust::server::accept::{self, Published, RoleUpdate};
 
 /// The largest upload: a publisher's whole signed role, which grows with its targets
 /// (about 600 bytes each). The same cap as clients apply to metadata they download
@@ -56,8 +57,9 @@ pub fn router() -> axum::Router<AppState> {
     LIMITS.apply(routes, HttpError::into_response)
 }
 
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct RoleQuery {
     /// One of the publisher's hashed bins, `PUBLISHER.PREFIX`, instead of its top role.
     bin: Option<String>,
@@ -65,6 +67,19 @@ struct RoleQuery {
 
 /// The publisher's current role metadata (or one of its bins) as the newest snapshot
 /// lists it; 404 with code `no_role` when there is none yet (the next version is then 1).
+#[utoipa::path(
+    get,
+    path = "/api/v1/publishers/{publisher}/role",
+    tag = "publishing",
+    params(("publisher" = String, Path, description = "The publisher's name"), RoleQuery),
+    responses((
+        status = 200,
+        description = "The role's signed TUF metadata, byte for byte as stored",
+        body = Object,
+        content_type = "application/json",
+        headers(("ETag" = String, description = "The metadata's hash")),
+    ))
+)]
 async fn current_role(
     State(state): State<AppState>,
     Path(publisher): Path<String>,
@@ -105,7 +120,7 @@ async fn current_role(
 }
 
 /// The signed roles of an upload: `role` (the top role) and/or `bins` (by name).
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct SignedRoles {
     /// The publisher's signed top role (JSON text), exactly as signed.
@@ -129,7 +144,8 @@ impl SignedRoles {
     }
 }
 
-#[derive(serde::Deserialize)]
+/// Definitions to publish with the signed roles that list them.
+#[derive(serde::Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct PublishRequest {
     /// The definition YAML, exactly as signed.
@@ -147,6 +163,17 @@ struct PublishRequest {
     bins: std::collections::BTreeMap<String, String>,
 }
 
+/// Publishes one definition, or several as one role version, with the publisher's
+/// role (and changed bins) signed over them.
+#[utoipa::path(
+    post,
+    path = "/api/v1/publishers/{publisher}/definitions",
+    tag = "publishing",
+    params(("publisher" = String, Path, description = "The token's publisher")),
+    request_body = PublishRequest,
+    security(("publisher_token" = [])),
+    responses((status = 201, description = "Published", body = Published))
+)]
 async fn publish(
     State(state): State<AppState>,
     Path(publisher): Path<String>,
@@ -295,6 +322,17 @@ async fn role_update(
     Ok(axum::Json(done))
 }
 
+/// Yanks versions: the role signed without their targets. Yanked versions stay
+/// downloadable by hash.
+#[utoipa::path(
+    post,
+    path = "/api/v1/publishers/{publisher}/yank",
+    tag = "publishing",
+    params(("publisher" = String, Path, description = "The token's publisher")),
+    request_body = SignedRoles,
+    security(("publisher_token" = [])),
+    responses((status = 200, description = "Yanked", body = Published))
+)]
 async fn yank(
     State(state): State<AppState>,
     Path(publisher): Path<String>,
@@ -308,6 +346,15 @@ async fn yank(
 }
 
 /// The same targets re-signed: next version, the registered keys' signatures.
+#[utoipa::path(
+    post,
+    path = "/api/v1/publishers/{publisher}/role",
+    tag = "publishing",
+    params(("publisher" = String, Path, description = "The token's publisher")),
+    request_body = SignedRoles,
+    security(("publisher_token" = [])),
+    responses((status = 200, description = "Re-signed", body = Published))
+)]
 async fn resign(
     State(state): State<AppState>,
     Path(publisher): Path<String>,
@@ -320,39 +367,85 @@ async fn resign(
     metrics.publishing("resign", outcome)
 }
 
+/// A version a reviewer approved that is not in the signed index yet.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct ApprovedVersion {
+    /// The version's stable id.
+    id: String,
+    name: String,
+    version: String,
+    definition_hash: String,
+    /// The definition's text, byte for byte as approved: what the publisher signs.
+    definition: String,
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct ApprovedList {
+    items: Vec<ApprovedVersion>,
+}
+
 /// The publisher's approved versions not in the signed index yet, with their exact
 /// bytes, for the publisher to sign.
+#[utoipa::path(
+    get,
+    path = "/api/v1/publishers/{publisher}/approved",
+    tag = "publishing",
+    params(("publisher" = String, Path, description = "The token's publisher")),
+    security(("publisher_token" = [])),
+    responses((status = 200, description = "Approved, not yet published", body = ApprovedList))
+)]
 async fn approved(
     State(state): State<AppState>,
     Path(publisher): Path<String>,
     client: ClientAddr,
     headers: HeaderMap,
-) -> Result<axum::Json<serde_json::Value>, HttpError> {
+) -> Result<axum::Json<ApprovedList>, HttpError> {
     authorize(&state, client, &headers, &publisher).await?;
-    let items: Vec<serde_json::Value> =
-        crate::review::approved_unpublished(&state.store, &publisher)
-            .await?
-            .into_iter()
-            .map(|(row, bytes)| {
-                serde_json::json!({
-                    "id": row.id,
-                    "name": row.name,
-                    "version": row.version,
-                    "definition_hash": row.hash,
-                    // Definitions are UTF-8 (checked when uploaded).
-                    "definition": String::from_utf8_lossy(&bytes),
-                })
-            })
-            .collect();
-    Ok(axum::Json(serde_json::json!({ "items": items })))
+    let items = crate::review::approved_unpublished(&state.store, &publisher)
+        .await?
+        .into_iter()
+        .map(|(row, bytes)| ApprovedVersion {
+            id: row.id,
+            name: row.name,
+            version: row.version,
+            definition_hash: row.hash,
+            // Definitions are UTF-8 (checked when uploaded).
+            definition: String::from_utf8_lossy(&bytes).into_owned(),
+        })
+        .collect();
+    Ok(axum::Json(ApprovedList { items }))
+}
+
+/// The role lifetimes the server accepts, so tools check `--expires` before signing.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct RoleLifetime {
+    min_seconds: u64,
+    max_seconds: u64,
+}
+
+/// The publisher a token belongs to.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct WhoAmI {
+    publisher: String,
+    suspended: bool,
+    role_lifetime: RoleLifetime,
+    /// The publisher's roles, earliest expiry first.
+    roles: Vec<RoleView>,
 }
 
 /// The publisher a bearer token belongs to, so tools need only the token.
+#[utoipa::path(
+    get,
+    path = "/api/v1/publishers/me",
+    tag = "publishing",
+    security(("publisher_token" = [])),
+    responses((status = 200, description = "The token's publisher", body = WhoAmI))
+)]
 async fn whoami(
     State(state): State<AppState>,
     client: ClientAddr,
     headers: HeaderMap,
-) -> Result<axum::Json<serde_json::Value>, HttpError> {
+) -> Result<axum::Json<WhoAmI>, HttpError> {
     let publisher = authenticate(&state, client.0, &headers, Role::Publisher, None).await?;
     let lifetimes = state
         .signer
@@ -372,26 +465,49 @@ async fn whoami(
         .filter(|r| r.publisher == publisher)
         .map(|r| r.view(now))
         .collect();
-    Ok(axum::Json(serde_json::json!({
-        "publisher": publisher,
-        "suspended": suspended,
-        // What the server accepts, so tools check `--expires` before signing.
-        "role_lifetime": {
-            "min_seconds": lifetimes.min.as_secs(),
-            "max_seconds": lifetimes.max.as_secs(),
+    Ok(axum::Json(WhoAmI {
+        publisher,
+        suspended,
+        role_lifetime: RoleLifetime {
+            min_seconds: lifetimes.min.as_secs(),
+            max_seconds: lifetimes.max.as_secs(),
         },
-        "roles": roles,
-    })))
+        roles,
+    }))
+}
+
+/// A registered publisher as the public list shows it.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct PublisherEntry {
+    name: String,
+    suspended: bool,
+    /// The upstream marketplace it is followed from, when it is.
+    origin: Option<String>,
+    /// Whether any of its roles expires within the warning period.
+    expiring_soon: bool,
+    /// Its roles, earliest expiry first.
+    roles: Vec<RoleView>,
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct PublisherEntries {
+    items: Vec<PublisherEntry>,
 }
 
 /// Every registered publisher: suspended or not, and its roles' expiry (earliest
 /// first), so operators and monitoring see an expiry coming.
+#[utoipa::path(
+    get,
+    path = "/api/v1/publishers",
+    tag = "publishing",
+    responses((status = 200, description = "Every registered publisher", body = PublisherEntries))
+)]
 async fn publishers(
     State(state): State<AppState>,
-) -> Result<axum::Json<serde_json::Value>, HttpError> {
+) -> Result<axum::Json<PublisherEntries>, HttpError> {
     let now = crate::clock::now();
     let roles = crate::trust::server::state::publisher_roles(&state.store).await?;
-    let items: Vec<serde_json::Value> = state
+    let items = state
         .store
         .publisher_list()
         .await?
@@ -402,14 +518,14 @@ async fn publishers(
                 .filter(|r| r.publisher == p.name)
                 .map(|r| r.view(now))
                 .collect();
-            serde_json::json!({
-                "name": p.name,
-                "suspended": p.suspended_at.is_some(),
-                "origin": p.origin,
-                "expiring_soon": mine.iter().any(|r| r.expiring_soon),
-                "roles": mine,
-            })
+            PublisherEntry {
+                expiring_soon: mine.iter().any(|r| r.expiring_soon),
+                name: p.name,
+                suspended: p.suspended_at.is_some(),
+                origin: p.origin,
+                roles: mine,
+            }
         })
         .collect();
-    Ok(axum::Json(serde_json::json!({ "items": items })))
+    Ok(axum::Json(PublisherEntries { items }))
 }

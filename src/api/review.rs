@@ -13,10 +13,10 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use serde_json::{Value, json};
 
 use super::AppState;
 use super::auth::{Role, authenticate};
+use super::catalog::ChangesAnswer;
 use super::error::{ErrorCode, HttpError};
 use super::extract::ClientAddr;
 use super::layers::Limits;
@@ -37,36 +37,101 @@ pub fn router() -> axum::Router<AppState> {
     LIMITS.apply(routes, HttpError::into_response)
 }
 
-#[derive(serde::Deserialize)]
+/// Which submissions to list.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct ListQuery {
+    /// `draft`, `pending`, `changes_requested`, `approved`, `rejected`, `withdrawn`, or
+    /// `all` (the default).
+    #[param(pattern = "^(draft|pending|changes_requested|approved|rejected|withdrawn|all)$")]
     status: Option<String>,
 }
 
-fn time(t: Option<i64>) -> Value {
-    t.map_or(Value::Null, |t| Value::String(crate::clock::rfc3339(t)))
+/// An RFC 3339 time (UTC).
+fn time(t: i64) -> String {
+    crate::clock::rfc3339(t)
 }
 
-fn submission(r: &ReviewVersionRow) -> Value {
-    json!({
-        "id": r.id,
-        "plugin_id": r.listing_id,
-        "publisher": r.publisher,
-        "name": r.name,
-        "version": r.version,
-        "definition_hash": r.hash,
-        "image": r.image,
-        "release_notes": r.release_notes,
-        "status": r.status,
-        "created": time(Some(r.created_at)),
-        "uploaded": time(Some(r.uploaded_at)),
-        "submitted": time(r.submitted_at),
-        "reviewed": time(r.reviewed_at),
-        "reviewer": r.reviewer,
-        "rejection_reason": r.rejection_reason,
-        "feedback": r.feedback,
-        "published": time(r.published_at),
-    })
+/// A version in review.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct Submission {
+    /// The version's stable id.
+    id: String,
+    /// The plugin's stable id.
+    plugin_id: String,
+    publisher: String,
+    name: String,
+    version: String,
+    definition_hash: String,
+    image: String,
+    release_notes: String,
+    /// `draft`, `pending`, `changes_requested`, `approved`, `rejected` or `withdrawn`.
+    status: String,
+    /// RFC 3339 times.
+    created: String,
+    uploaded: String,
+    submitted: Option<String>,
+    reviewed: Option<String>,
+    reviewer: Option<String>,
+    rejection_reason: Option<String>,
+    feedback: String,
+    /// When these exact bytes entered the signed index.
+    published: Option<String>,
+}
+
+impl From<&ReviewVersionRow> for Submission {
+    fn from(r: &ReviewVersionRow) -> Submission {
+        Submission {
+            id: r.id.clone(),
+            plugin_id: r.listing_id.clone(),
+            publisher: r.publisher.clone(),
+            name: r.name.clone(),
+            version: r.version.clone(),
+            definition_hash: r.hash.clone(),
+            image: r.image.clone(),
+            release_notes: r.release_notes.clone(),
+            status: r.status.clone(),
+            created: time(r.created_at),
+            uploaded: time(r.uploaded_at),
+            submitted: r.submitted_at.map(time),
+            reviewed: r.reviewed_at.map(time),
+            reviewer: r.reviewer.clone(),
+            rejection_reason: r.rejection_reason.clone(),
+            feedback: r.feedback.clone(),
+            published: r.published_at.map(time),
+        }
+    }
+}
+
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct Submissions {
+    items: Vec<Submission>,
+}
+
+/// One upload, submission or decision.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct HistoryEntry {
+    action: String,
+    /// `publisher:NAME` or `reviewer:NAME`.
+    actor: String,
+    /// The hash of the bytes it concerned.
+    hash: String,
+    feedback: String,
+    /// RFC 3339.
+    at: String,
+}
+
+/// A submission with its history, what it asks for that the newest published version
+/// did not, and its definition's text.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct SubmissionDetail {
+    #[serde(flatten)]
+    submission: Submission,
+    history: Vec<HistoryEntry>,
+    /// `null` when no version of the plugin is published yet.
+    changes: Option<ChangesAnswer>,
+    definition: String,
 }
 
 async fn reviewer(
@@ -79,12 +144,22 @@ async fn reviewer(
     ))
 }
 
+/// Submissions, oldest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/review/submissions",
+    operation_id = "list_submissions",
+    tag = "review",
+    params(ListQuery),
+    security(("reviewer_token" = [])),
+    responses((status = 200, description = "The submissions", body = Submissions))
+)]
 async fn list(
     State(state): State<AppState>,
     client: ClientAddr,
     headers: HeaderMap,
     Query(query): Query<ListQuery>,
-) -> Result<axum::Json<Value>, HttpError> {
+) -> Result<axum::Json<Submissions>, HttpError> {
     reviewer(&state, client, &headers).await?;
     let status = match query.status.as_deref() {
         None | Some("all") => None,
@@ -99,17 +174,27 @@ async fn list(
         })?),
     };
     let rows = review::submissions(&state.store, status).await?;
-    Ok(axum::Json(
-        json!({ "items": rows.iter().map(submission).collect::<Vec<_>>() }),
-    ))
+    Ok(axum::Json(Submissions {
+        items: rows.iter().map(Submission::from).collect(),
+    }))
 }
 
+/// One submission, with its history, its changes and its definition.
+#[utoipa::path(
+    get,
+    path = "/api/v1/review/submissions/{id}",
+    operation_id = "get_submission",
+    tag = "review",
+    params(("id" = String, Path, description = "The version's stable id")),
+    security(("reviewer_token" = [])),
+    responses((status = 200, description = "The submission", body = SubmissionDetail))
+)]
 async fn show(
     State(state): State<AppState>,
     client: ClientAddr,
     headers: HeaderMap,
     Path(id): Path<String>,
-) -> Result<axum::Json<Value>, HttpError> {
+) -> Result<axum::Json<SubmissionDetail>, HttpError> {
     let me = reviewer(&state, client, &headers).await?;
     let store = &state.store;
     let v = review::version(store, &me, &id).await?;
@@ -126,20 +211,19 @@ async fn show(
         Ok(new) => review::against_latest(store, &v.row, &new).await?,
         Err(_) => None,
     };
-    let mut body = submission(&v.row);
-    body["history"] = history
-        .iter()
-        .map(|e| {
-            json!({
-                "action": e.action,
-                "actor": e.actor,
-                "hash": e.hash,
-                "feedback": e.feedback,
-                "at": crate::clock::rfc3339(e.at),
+    Ok(axum::Json(SubmissionDetail {
+        submission: Submission::from(&v.row),
+        history: history
+            .into_iter()
+            .map(|e| HistoryEntry {
+                action: e.action,
+                actor: e.actor,
+                hash: e.hash,
+                feedback: e.feedback,
+                at: time(e.at),
             })
-        })
-        .collect();
-    body["changes"] = super::catalog::changes_json(changes.as_ref());
-    body["definition"] = Value::String(String::from_utf8_lossy(&bytes).into_owned());
-    Ok(axum::Json(body))
+            .collect(),
+        changes: changes.map(ChangesAnswer::new),
+        definition: String::from_utf8_lossy(&bytes).into_owned(),
+    }))
 }

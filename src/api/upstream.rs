@@ -6,7 +6,6 @@
 use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use serde_json::{Value, json};
 
 use super::AppState;
 use super::error::{ErrorCode, HttpError};
@@ -22,11 +21,27 @@ pub fn router() -> axum::Router<AppState> {
     LIMITS.apply(routes, HttpError::into_response)
 }
 
-fn time(t: Option<i64>) -> Value {
-    t.map_or(Value::Null, |t| Value::String(crate::clock::rfc3339(t)))
+/// The upstream this server follows and how its rounds went.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+struct UpstreamStatus {
+    url: String,
+    /// RFC 3339; `null` before the first round.
+    last_attempt_at: Option<String>,
+    last_success_at: Option<String>,
+    /// The last round's report; `null` before the first.
+    last_round: Option<crate::upstream::Report>,
 }
 
-async fn status(State(state): State<AppState>) -> Result<axum::Json<Value>, HttpError> {
+/// The upstream marketplace this server follows and how its last round went; 404 when
+/// it follows none.
+#[utoipa::path(
+    get,
+    path = "/api/v1/upstream",
+    operation_id = "upstream_status",
+    tag = "upstream",
+    responses((status = 200, description = "The upstream and its last round", body = UpstreamStatus))
+)]
+async fn status(State(state): State<AppState>) -> Result<axum::Json<UpstreamStatus>, HttpError> {
     let Some(url) = &state.upstream else {
         return Err(HttpError::new(
             axum::http::StatusCode::NOT_FOUND,
@@ -35,17 +50,15 @@ async fn status(State(state): State<AppState>) -> Result<axum::Json<Value>, Http
         ));
     };
     let row = state.store.upstream(url).await?;
-    let report: Value = row
-        .as_ref()
-        .filter(|r| !r.report.is_empty())
-        .and_then(|r| serde_json::from_str::<crate::upstream::Report>(&r.report).ok())
-        .map_or(Value::Null, |r| {
-            serde_json::to_value(r).unwrap_or(Value::Null)
-        });
-    Ok(axum::Json(json!({
-        "url": url,
-        "last_attempt_at": time(row.as_ref().and_then(|r| r.last_attempt_at)),
-        "last_success_at": time(row.as_ref().and_then(|r| r.last_success_at)),
-        "last_round": report,
-    })))
+    let time = |t: Option<i64>| t.map(crate::clock::rfc3339);
+    Ok(axum::Json(UpstreamStatus {
+        url: url.clone(),
+        last_attempt_at: time(row.as_ref().and_then(|r| r.last_attempt_at)),
+        last_success_at: time(row.as_ref().and_then(|r| r.last_success_at)),
+        // A report this version cannot read (written by another) is shown as none.
+        last_round: row
+            .as_ref()
+            .filter(|r| !r.report.is_empty())
+            .and_then(|r| serde_json::from_str(&r.report).ok()),
+    }))
 }

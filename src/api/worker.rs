@@ -13,31 +13,32 @@
 //! Layering: HTTP only; everything else is `sync::Worker`. Answers drawn from the
 //! worker's database rows have their own types (`answers`).
 
-use crate::sync::store::Sideloads as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 
 mod answers;
+mod openapi;
+mod sideloads;
 
-use answers::{SideloadItem, StatusBody};
+use answers::{OrgPlugin, OrgPlugins, PluginSummary, StatusBody, Upgrade, Upgrades, sorted};
 
+use super::catalog::ChangesAnswer;
 use super::error::{ErrorCode, HttpError};
 use super::extract::bearer;
-use super::layers::{Limits, too_large, with_layers};
+use super::layers::{Limits, with_layers};
 use crate::definition::{MAX_DEFINITION_BYTES, MAX_EXTRAS_BYTES, parse_version};
 use crate::sync::plan::PlanError;
-use crate::sync::sideload::{Added, OnConflict, Scope, SideloadError};
+use crate::sync::sideload::{Scope, SideloadError};
 use crate::sync::store::SyncStoreError;
-use crate::sync::view::{Clash, Offer, OrgView, Origin, Plugin};
+use crate::sync::view::{OrgView, Plugin};
 use crate::sync::worker::{PlanRequestError, Worker};
 
 /// A sideload is one definition (1 MiB at most), with its companion document when sent
@@ -52,6 +53,7 @@ pub fn router(worker: Arc<Worker>) -> axum::Router {
     let routes = axum::Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/status", get(status))
+        .route("/openapi.json", get(openapi::serve))
         .route("/orgs/{org}/plugins", get(plugins))
         .route("/orgs/{org}/plugins/{name}", get(plugin))
         .route("/orgs/{org}/plugins/{name}/upgrades", get(upgrades))
@@ -62,15 +64,15 @@ pub fn router(worker: Arc<Worker>) -> axum::Router {
         .route("/orgs/{org}/install-plan", get(install_plan))
         .route(
             "/orgs/{org}/sideloads",
-            get(list_sideloads).post(add_sideload),
+            get(sideloads::list_sideloads).post(sideloads::add_sideload),
         )
         .route(
             "/orgs/{org}/sideloads/{name}",
-            axum::routing::delete(delete_name),
+            axum::routing::delete(sideloads::delete_name),
         )
         .route(
             "/orgs/{org}/sideloads/{name}/{version}",
-            get(get_sideload).delete(delete_version),
+            get(sideloads::get_sideload).delete(sideloads::delete_version),
         )
         // Unknown paths answer in the API's error shape, inside its limits.
         .fallback(|uri: axum::http::Uri| async move {
@@ -197,19 +199,16 @@ pub(crate) async fn authorize(
     ))
 }
 
+/// Per source: last success, last error and reason, trusted metadata versions and
+/// expiry; no token, as it holds no organization's data.
+#[utoipa::path(
+    get,
+    path = "/status",
+    tag = "status",
+    responses((status = 200, description = "The worker's sources", body = StatusBody))
+)]
 async fn status(State(worker): Shared) -> Result<Response, HttpError> {
     Ok(Json(StatusBody::from(worker.status().await?)).into_response())
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PluginSummary<'a> {
-    name: &'a str,
-    publisher: Option<&'a str>,
-    origin: Origin,
-    /// The version to install per major, newest major first.
-    latest: Vec<&'a Offer>,
-    clashes: Vec<&'a Clash>,
 }
 
 fn summary<'a>(view: &'a OrgView, p: &'a Plugin) -> PluginSummary<'a> {
@@ -222,6 +221,16 @@ fn summary<'a>(view: &'a OrgView, p: &'a Plugin) -> PluginSummary<'a> {
     }
 }
 
+/// Every plugin offered to the organization, by name, and the names offered more than
+/// once.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org}/plugins",
+    tag = "plugins",
+    params(("org" = String, Path, description = "The organization")),
+    security(("org_token" = [])),
+    responses((status = 200, description = "The organization's plugins", body = OrgPlugins))
+)]
 async fn plugins(
     State(worker): Shared,
     Path(org): Path<String>,
@@ -229,8 +238,12 @@ async fn plugins(
 ) -> Result<Response, HttpError> {
     authorize(&worker, &headers, &org, false).await?;
     let view = worker.view(&org).await?;
-    let items: Vec<PluginSummary> = view.plugins().map(|p| summary(&view, p)).collect();
-    Ok(Json(json!({ "org": org, "plugins": items, "clashes": view.clashes })).into_response())
+    let answer = OrgPlugins {
+        org: &org,
+        plugins: view.plugins().map(|p| summary(&view, p)).collect(),
+        clashes: &view.clashes,
+    };
+    Ok(sorted(&answer).into_response())
 }
 
 /// The plugin, or why it is not offered (404, or 409 when publishers clash over it).
@@ -251,6 +264,19 @@ fn find<'a>(view: &'a OrgView, name: &str) -> Result<&'a Plugin, HttpError> {
     })
 }
 
+/// One plugin offered to the organization with every version, newest first; 409
+/// `ambiguous` when publishers of equal precedence offer the name.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org}/plugins/{name}",
+    tag = "plugins",
+    params(
+        ("org" = String, Path, description = "The organization"),
+        ("name" = String, Path, description = "The plugin's name"),
+    ),
+    security(("org_token" = [])),
+    responses((status = 200, description = "The plugin and its versions", body = OrgPlugin))
+)]
 async fn plugin(
     State(worker): Shared,
     Path((org, name)): Path<(String, String)>,
@@ -259,10 +285,32 @@ async fn plugin(
     authorize(&worker, &headers, &org, false).await?;
     let view = worker.view(&org).await?;
     let p = find(&view, &name)?;
-    let versions: Vec<&Offer> = p.versions.values().rev().collect();
-    Ok(Json(json!({ "plugin": summary(&view, p), "versions": versions })).into_response())
+    let answer = OrgPlugin {
+        plugin: summary(&view, p),
+        versions: p.versions.values().rev().collect(),
+    };
+    Ok(sorted(&answer).into_response())
 }
 
+/// The definition to install, byte for byte as its publisher signed it.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org}/plugins/{name}/versions/{version}/definition",
+    tag = "plugins",
+    params(
+        ("org" = String, Path, description = "The organization"),
+        ("name" = String, Path, description = "The plugin's name"),
+        ("version" = String, Path, description = "A semantic version, with or without `v`"),
+    ),
+    security(("org_token" = [])),
+    responses((
+        status = 200,
+        description = "The definition",
+        body = Object,
+        content_type = "application/yaml",
+        headers(("ETag" = String, description = "The definition's hash")),
+    ))
+)]
 async fn definition(
     State(worker): Shared,
     Path((org, name, version)): Path<(String, String, String)>,
@@ -287,12 +335,28 @@ async fn definition(
         .into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct UpgradesQuery {
+    /// The version installed.
     from: String,
 }
 
+/// The versions an installed version may upgrade to, each with what it asks for that
+/// the installed version did not.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org}/plugins/{name}/upgrades",
+    tag = "plugins",
+    params(
+        ("org" = String, Path, description = "The organization"),
+        ("name" = String, Path, description = "The plugin's name"),
+        UpgradesQuery,
+    ),
+    security(("org_token" = [])),
+    responses((status = 200, description = "The upgrades", body = Upgrades))
+)]
 async fn upgrades(
     State(worker): Shared,
     Path((org, name)): Path<(String, String)>,
@@ -311,29 +375,39 @@ async fn upgrades(
     let changes = worker
         .upgrade_changes(&view.org, p, &from, &upgrades)
         .await?;
-    let upgrades: Vec<serde_json::Value> = upgrades
-        .iter()
-        .zip(changes)
-        .map(|(offer, changes)| {
-            let mut v = serde_json::to_value(offer).unwrap_or_default();
-            v["changes"] = super::catalog::changes_json(changes.as_ref());
-            v
-        })
-        .collect();
-    Ok(Json(json!({
-        "name": p.name,
-        "from": from.to_string(),
-        "upgrades": upgrades,
-    }))
-    .into_response())
+    let answer = Upgrades {
+        name: &p.name,
+        from: from.to_string(),
+        upgrades: upgrades
+            .iter()
+            .zip(changes)
+            .map(|(offer, changes)| Upgrade {
+                offer,
+                changes: changes.map(ChangesAnswer::new),
+            })
+            .collect(),
+    };
+    Ok(sorted(&answer).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 struct PlanQuery {
+    /// The plugins to install, separated by commas, each `name` or `name@version`.
     plugins: String,
 }
 
+/// The order to install plugins in with their dependencies, what is missing, and the
+/// requirements an admin approves.
+#[utoipa::path(
+    get,
+    path = "/orgs/{org}/install-plan",
+    tag = "plugins",
+    params(("org" = String, Path, description = "The organization"), PlanQuery),
+    security(("org_token" = [])),
+    responses((status = 200, description = "The plan", body = crate::sync::plan::Plan))
+)]
 async fn install_plan(
     State(worker): Shared,
     Path(org): Path<String>,
@@ -349,141 +423,6 @@ async fn install_plan(
         )
     })?;
     Ok(Json(worker.install_plan(&org, &q.plugins).await?).into_response())
-}
-
-async fn list_sideloads(
-    State(worker): Shared,
-    Path(org): Path<String>,
-    headers: HeaderMap,
-) -> Result<Response, HttpError> {
-    authorize(&worker, &headers, &org, true).await?;
-    let items: Vec<SideloadItem> = worker
-        .store()
-        .sideloads(&org)
-        .await?
-        .into_iter()
-        .map(SideloadItem::from)
-        .collect();
-    // `json!` sorts the keys of objects, so the list always had them in that order.
-    Ok(Json(json!({ "org": org, "sideloads": items })).into_response())
-}
-
-/// A sideload with its companion document: `{"definition": YAML, "extras": YAML}`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SideloadBody {
-    definition: String,
-    #[serde(default)]
-    extras: Option<String>,
-}
-
-/// The body is the definition's YAML, or (as `application/json`) a [`SideloadBody`].
-async fn add_sideload(
-    State(worker): Shared,
-    Path(org): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, HttpError> {
-    let token_id = authorize(&worker, &headers, &org, true).await?;
-    let json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    let (definition, extras) = if json {
-        let parsed: SideloadBody = serde_json::from_slice(&body).map_err(|e| {
-            HttpError::new(
-                StatusCode::BAD_REQUEST,
-                ErrorCode::BadRequest,
-                format!("body: expected {{\"definition\": YAML, \"extras\": YAML}}: {e}"),
-            )
-        })?;
-        (
-            Bytes::from(parsed.definition),
-            parsed.extras.map(Bytes::from),
-        )
-    } else {
-        (body, None)
-    };
-    if definition.len() > MAX_DEFINITION_BYTES {
-        return Err(too_large(MAX_DEFINITION_BYTES));
-    }
-    if extras.as_ref().is_some_and(|e| e.len() > MAX_EXTRAS_BYTES) {
-        return Err(too_large(MAX_EXTRAS_BYTES));
-    }
-    let (def, added) = worker
-        .sideload(
-            &org,
-            &definition,
-            extras.as_deref(),
-            &token_id,
-            OnConflict::Refuse,
-        )
-        .await?;
-    let status = match added {
-        Added::New => StatusCode::CREATED,
-        Added::Unchanged | Added::Replaced => StatusCode::OK,
-    };
-    let body = json!({
-        "org": org,
-        "name": def.name(),
-        "version": def.version.to_string(),
-        "hash": def.hash,
-    });
-    Ok((status, Json(body)).into_response())
-}
-
-async fn get_sideload(
-    State(worker): Shared,
-    Path((org, name, version)): Path<(String, String, String)>,
-    headers: HeaderMap,
-) -> Result<Response, HttpError> {
-    authorize(&worker, &headers, &org, true).await?;
-    let canonical = canonical(&version)?;
-    let bytes = worker
-        .store()
-        .sideload_bytes(&org, &name, &canonical)
-        .await?
-        .ok_or_else(|| HttpError::not_found(format!("no sideload {name} {version} in {org}")))?;
-    Ok(([(header::CONTENT_TYPE, "application/yaml")], bytes).into_response())
-}
-
-async fn delete_version(
-    State(worker): Shared,
-    Path((org, name, version)): Path<(String, String, String)>,
-    headers: HeaderMap,
-) -> Result<Response, HttpError> {
-    authorize(&worker, &headers, &org, true).await?;
-    let canonical = canonical(&version)?;
-    delete(&worker, &org, &name, Some(&canonical)).await
-}
-
-async fn delete_name(
-    State(worker): Shared,
-    Path((org, name)): Path<(String, String)>,
-    headers: HeaderMap,
-) -> Result<Response, HttpError> {
-    authorize(&worker, &headers, &org, true).await?;
-    delete(&worker, &org, &name, None).await
-}
-
-async fn delete(
-    worker: &Worker,
-    org: &str,
-    name: &str,
-    version: Option<&str>,
-) -> Result<Response, HttpError> {
-    match worker.store().delete_sideloads(org, name, version).await? {
-        0 => Err(HttpError::not_found(format!(
-            "no sideload {name}{} in {org}",
-            version.map(|v| format!(" {v}")).unwrap_or_default()
-        ))),
-        _ => Ok(StatusCode::NO_CONTENT.into_response()),
-    }
-}
-
-fn canonical(version: &str) -> Result<String, HttpError> {
-    version_param("version", version).map(|v| v.to_string())
 }
 
 /// A version parameter, or a 400 naming it (and at most 80 characters of what was sent).

@@ -79,11 +79,12 @@ pub fn parse_requests(list: &str) -> Result<Vec<Request>, PlanError> {
 }
 
 /// One plugin to install, in order.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Step {
     pub name: String,
     #[serde(serialize_with = "as_text")]
+    #[schema(value_type = String, example = "1.19.3")]
     pub version: Version,
     pub hash: String,
     pub trust: Trust,
@@ -104,16 +105,17 @@ fn as_text<S: serde::Serializer>(v: &Version, s: S) -> Result<S::Ok, S::Error> {
     s.collect_str(v)
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Missing {
     pub name: String,
     pub required_by: Vec<String>,
     /// `not_offered`, `ambiguous` or `all_yanked`.
+    #[schema(value_type = String, pattern = "^(not_offered|ambiguous|all_yanked)$")]
     pub reason: &'static str,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
     /// Dependencies before the plugins that need them.

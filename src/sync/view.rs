@@ -11,7 +11,7 @@ use crate::definition::Definition;
 use crate::ids;
 
 /// Who vouches for a version.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Trust {
     /// Compiled into this binary (the `catalog/` folder).
@@ -31,8 +31,9 @@ pub enum Trust {
 /// What a view needs of a definition and the extras signed beside it, extracted once
 /// when it is validated. Offers serialize it; the worker's database stores it in a
 /// format of its own (`sync::store::summary_json`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = OfferSummary)]
 pub struct Summary {
     pub display_name: String,
     pub description: String,
@@ -53,7 +54,7 @@ pub struct Summary {
 
 /// What an admin approves before install ([`Definition::approval`], from
 /// `spec.permissions.capabilities`) and what the cluster must offer (the extras).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RequirementsSummary {
     pub internet_access: bool,
@@ -104,10 +105,11 @@ impl Summary {
 }
 
 /// One version a view offers.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Offer {
     #[serde(serialize_with = "as_text")]
+    #[schema(value_type = String, example = "1.19.3")]
     pub version: Version,
     /// `sha256:HEX` of the definition's bytes: the consent pin.
     pub hash: String,
@@ -122,7 +124,7 @@ fn as_text<S: serde::Serializer>(v: &Version, s: S) -> Result<S::Ok, S::Error> {
 }
 
 /// Where a plugin of a view comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Origin {
     Builtin,
@@ -199,7 +201,7 @@ impl Plugin {
 }
 
 /// One of the offers for a name, as a clash report names it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Candidate {
     pub publisher: Option<String>,
     pub origin: Origin,
@@ -207,7 +209,7 @@ pub struct Candidate {
     pub sources: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ClashKind {
     /// Another publisher offers the same name; the precedence rules picked `kept`.
@@ -221,11 +223,13 @@ pub enum ClashKind {
 }
 
 /// A name offered more than once, reported rather than silently resolved.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Clash {
     pub name: String,
     pub kind: ClashKind,
+    /// The version, for a `version_conflict`.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "opt_text")]
+    #[schema(value_type = Option<String>)]
     pub version: Option<Version>,
     pub kept: Option<Candidate>,
     pub others: Vec<Candidate>,

@@ -74,7 +74,7 @@ pub struct Status {
 }
 
 /// A version Fundament cannot install, and why.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NotInstallable {
     pub name: String,

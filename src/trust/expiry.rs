@@ -31,7 +31,7 @@ impl RoleExpiry {
 }
 
 /// A role's expiry as the publisher API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct RoleView {
     pub role: String,
     pub version: u64,

@@ -121,9 +121,11 @@ impl From<crate::store::StoreError> for UpstreamError {
 }
 
 /// What one round did, stored with the upstream and logged.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+#[schema(as = UpstreamRound)]
 pub struct Report {
     pub upstream: String,
+    /// When the round started (Unix seconds).
     pub at: i64,
     /// Why the round failed as a whole (nothing applied).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -143,7 +145,8 @@ pub struct Report {
 }
 
 /// Milliseconds a round spent on each part.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+#[schema(as = UpstreamPhases)]
 pub struct Phases {
     /// The TUF refresh: root, timestamp, snapshot, targets, every publisher's roles.
     pub metadata: u64,
@@ -155,7 +158,8 @@ pub struct Phases {
 }
 
 /// One upstream publisher in a round.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
+#[schema(as = UpstreamPublisher)]
 pub struct PublisherReport {
     pub name: String,
     pub status: Status,
@@ -171,8 +175,9 @@ pub struct PublisherReport {
     pub yanked: usize,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = UpstreamPublisherStatus)]
 pub enum Status {
     /// Served as the upstream serves it.
     Followed,

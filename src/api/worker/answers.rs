@@ -1,17 +1,22 @@
-//! The local API's answers that come from rows of the worker's database: `/status` and
-//! the sideload list. They are this surface's types, converted from the store's, so a
-//! column added to or renamed in `sync.db` cannot change what clients read. (Views,
-//! offers and plans are the domain's answers and serialize themselves.)
+//! The local API's answers. Those from rows of the worker's database (`/status`, the
+//! sideload list) are this surface's types, converted from the store's, so a column
+//! added to or renamed in `sync.db` cannot change what clients read. The others wrap
+//! the domain's views, offers and plans, which serialize themselves.
 
+use axum::Json;
 use serde::Serialize;
+
+use crate::api::catalog::ChangesAnswer;
+use crate::sync::view::{Clash, Offer, Origin};
 
 use crate::sync::sideload::SideloadRecord;
 use crate::sync::store::{PublisherFailure, TrustedVersions};
 use crate::sync::worker::{NotInstallable, SourceReport, Status};
 
 /// `GET /status`.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = WorkerStatus)]
 pub(super) struct StatusBody {
     sources: Vec<SourceBody>,
     builtins: usize,
@@ -33,8 +38,9 @@ impl From<Status> for StatusBody {
 }
 
 /// A source in `/status`: its state, then its settings.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = Source)]
 struct SourceBody {
     name: String,
     url: String,
@@ -75,8 +81,9 @@ impl From<SourceReport> for SourceBody {
 }
 
 /// The metadata versions a source's last good round trusted, and their expiry.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = Trusted)]
 struct TrustedBody {
     root: u64,
     timestamp: u64,
@@ -102,8 +109,9 @@ impl From<TrustedVersions> for TrustedBody {
 }
 
 /// A publisher whose roles fail verification (its last good definitions stay).
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = FailingPublisher)]
 struct FailureBody {
     publisher: String,
     reason: String,
@@ -125,8 +133,9 @@ impl From<PublisherFailure> for FailureBody {
 }
 
 /// One sideloaded version in `GET /orgs/{org}/sideloads`.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
+#[schema(as = Sideload)]
 pub(super) struct SideloadItem {
     name: String,
     version: String,
@@ -146,4 +155,79 @@ impl From<SideloadRecord> for SideloadItem {
             token_id: r.token_id,
         }
     }
+}
+
+/// `answer` as JSON with the keys of every object in sorted order: the order the
+/// organization API's answers had when they were built as `serde_json` values, which
+/// clients comparing recorded answers rely on.
+pub(super) fn sorted<T: Serialize>(answer: &T) -> Json<serde_json::Value> {
+    Json(serde_json::to_value(answer).expect("answers serialize"))
+}
+
+/// A plugin as an organization's list shows it.
+#[derive(Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+#[schema(as = OrgPluginSummary)]
+pub(super) struct PluginSummary<'a> {
+    pub(super) name: &'a str,
+    /// The publisher (`fundament` for built-ins); `null` for a sideload.
+    pub(super) publisher: Option<&'a str>,
+    pub(super) origin: Origin,
+    /// The version to install per major, newest major first.
+    pub(super) latest: Vec<&'a Offer>,
+    /// Clashes over this name.
+    pub(super) clashes: Vec<&'a Clash>,
+}
+
+/// `GET /orgs/{org}/plugins`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct OrgPlugins<'a> {
+    pub(super) org: &'a str,
+    pub(super) plugins: Vec<PluginSummary<'a>>,
+    /// Every name offered more than once, and how it was resolved.
+    pub(super) clashes: &'a [Clash],
+}
+
+/// `GET /orgs/{org}/plugins/{name}`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct OrgPlugin<'a> {
+    pub(super) plugin: PluginSummary<'a>,
+    /// Every version, newest first, yanked ones marked.
+    pub(super) versions: Vec<&'a Offer>,
+}
+
+/// A version an installed one may upgrade to.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Upgrade<'a> {
+    #[serde(flatten)]
+    pub(super) offer: &'a Offer,
+    /// What it asks for that the installed version did not; `null` when the installed
+    /// version's definition is not at hand.
+    pub(super) changes: Option<ChangesAnswer>,
+}
+
+/// `GET /orgs/{org}/plugins/{name}/upgrades`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct Upgrades<'a> {
+    pub(super) name: &'a str,
+    /// The version installed, as parsed.
+    pub(super) from: String,
+    /// Newest first.
+    pub(super) upgrades: Vec<Upgrade<'a>>,
+}
+
+/// `GET /orgs/{org}/sideloads`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct OrgSideloads {
+    pub(super) org: String,
+    pub(super) sideloads: Vec<SideloadItem>,
+}
+
+/// A sideload stored (or found already stored with the same bytes).
+#[derive(Serialize, utoipa::ToSchema)]
+pub(super) struct SideloadAdded {
+    pub(super) org: String,
+    pub(super) name: String,
+    pub(super) version: String,
+    pub(super) hash: String,
 }

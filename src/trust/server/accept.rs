@@ -16,7 +16,7 @@ use crate::trust::verify::{PublishError, RoleLifetimes, check_publish, check_res
 use crate::trust::{PublicKey, TrustError};
 
 /// What a publish or yank changed.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct Published {
     pub publisher: String,
     /// Plugin name and version (publish), the yanked target names (yank), or nothing
