@@ -9,8 +9,10 @@
 use std::time::Duration;
 
 use axum::Json;
+use axum::extract::FromRequestParts;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use axum::routing::{get, post, put};
 use serde::de::DeserializeOwned;
@@ -61,15 +63,19 @@ pub fn router() -> axum::Router<AppState> {
     LIMITS.apply(routes, HttpError::into_response)
 }
 
-/// The operator whose token the request carries.
-async fn operator(
-    state: &AppState,
-    client: ClientAddr,
-    headers: &HeaderMap,
-) -> Result<admin::Operator, HttpError> {
-    Ok(admin::Operator(
-        authenticate(state, client.0, headers, Role::Operator, None).await?,
-    ))
+/// The operator whose token the request carries. An extractor of the request's parts,
+/// so it runs before a handler reads the body: an anonymous client cannot make the
+/// server buffer one.
+struct Authenticated(admin::Operator);
+
+impl FromRequestParts<AppState> for Authenticated {
+    type Rejection = HttpError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, HttpError> {
+        let Ok(client) = ClientAddr::from_request_parts(parts, state).await;
+        let name = authenticate(state, client.0, &parts.headers, Role::Operator, None).await?;
+        Ok(Authenticated(admin::Operator(name)))
+    }
 }
 
 /// The request body, read only once the token checked out: an anonymous client cannot
@@ -107,12 +113,7 @@ fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, HttpError> {
         (status = 200, description = "The operator", body = Operator),
     )
 )]
-async fn me(
-    State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
-) -> Result<Json<Operator>, HttpError> {
-    let who = operator(&state, client, &headers).await?;
+async fn me(Authenticated(who): Authenticated) -> Result<Json<Operator>, HttpError> {
     Ok(Json(Operator { operator: who.0 }))
 }
 
@@ -153,10 +154,8 @@ struct ReviewerRevoked {
 )]
 async fn list_publishers(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
+    _: Authenticated,
 ) -> Result<Json<PublisherList>, HttpError> {
-    operator(&state, client, &headers).await?;
     let items = publishers::list(&state.store, crate::clock::now()).await?;
     Ok(Json(PublisherList { items }))
 }
@@ -174,11 +173,9 @@ async fn list_publishers(
 )]
 async fn add_publisher(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
+    Authenticated(who): Authenticated,
     body: axum::body::Body,
 ) -> Result<(StatusCode, Json<publishers::Added>), HttpError> {
-    let who = operator(&state, client, &headers).await?;
     let new: publishers::NewPublisher = json(body).await?;
     let added = publishers::add(&state.store, &who, &new, crate::clock::now()).await?;
     Ok((StatusCode::CREATED, Json(added)))
@@ -186,12 +183,10 @@ async fn add_publisher(
 
 async fn set_suspended(
     state: AppState,
-    client: ClientAddr,
-    headers: HeaderMap,
+    who: admin::Operator,
     name: String,
     suspend: bool,
 ) -> Result<Json<publishers::Suspension>, HttpError> {
-    let who = operator(&state, client, &headers).await?;
     let signer = state
         .signer
         .as_ref()
@@ -227,11 +222,10 @@ async fn set_suspended(
 )]
 async fn suspend(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
+    Authenticated(who): Authenticated,
     Path(name): Path<String>,
 ) -> Result<Json<publishers::Suspension>, HttpError> {
-    set_suspended(state, client, headers, name, true).await
+    set_suspended(state, who, name, true).await
 }
 
 /// Restores a suspended publisher's delegation as it was.
@@ -249,11 +243,10 @@ async fn suspend(
 )]
 async fn resume(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
+    Authenticated(who): Authenticated,
     Path(name): Path<String>,
 ) -> Result<Json<publishers::Suspension>, HttpError> {
-    set_suspended(state, client, headers, name, false).await
+    set_suspended(state, who, name, false).await
 }
 
 /// Replaces a publisher's keys (and cosign keys when given).
@@ -272,12 +265,10 @@ async fn resume(
 )]
 async fn rotate_key(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
+    Authenticated(who): Authenticated,
     Path(name): Path<String>,
     body: axum::body::Body,
 ) -> Result<Json<publishers::Rotated>, HttpError> {
-    let who = operator(&state, client, &headers).await?;
     let keys: publishers::Keys = json(body).await?;
     let done =
         publishers::rotate_key(&state.store, &who, &name, &keys, crate::clock::now()).await?;
@@ -307,12 +298,10 @@ struct CosignRequest {
 )]
 async fn cosign_keys(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
+    Authenticated(who): Authenticated,
     Path(name): Path<String>,
     body: axum::body::Body,
 ) -> Result<Json<publishers::CosignKeys>, HttpError> {
-    let who = operator(&state, client, &headers).await?;
     let request: CosignRequest = json(body).await?;
     let done = publishers::set_cosign_keys(
         &state.store,
@@ -340,11 +329,9 @@ async fn cosign_keys(
 )]
 async fn new_token(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
+    Authenticated(who): Authenticated,
     Path(name): Path<String>,
 ) -> Result<(StatusCode, Json<publishers::NewToken>), HttpError> {
-    let who = operator(&state, client, &headers).await?;
     let done = publishers::new_token_for(&state.store, &who, &name, crate::clock::now()).await?;
     Ok((StatusCode::CREATED, Json(done)))
 }
@@ -364,11 +351,9 @@ async fn new_token(
 )]
 async fn revoke_tokens(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
+    Authenticated(who): Authenticated,
     Path(name): Path<String>,
 ) -> Result<Json<publishers::Revoked>, HttpError> {
-    let who = operator(&state, client, &headers).await?;
     let done = publishers::revoke_tokens(&state.store, &who, &name, crate::clock::now()).await?;
     Ok(Json(done))
 }
@@ -385,10 +370,8 @@ async fn revoke_tokens(
 )]
 async fn list_reviewers(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
+    _: Authenticated,
 ) -> Result<Json<ReviewerList>, HttpError> {
-    operator(&state, client, &headers).await?;
     let items = admin::reviewers::list(&state.store).await?;
     Ok(Json(ReviewerList { items }))
 }
@@ -406,11 +389,9 @@ async fn list_reviewers(
 )]
 async fn add_reviewer(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
+    Authenticated(who): Authenticated,
     body: axum::body::Body,
 ) -> Result<(StatusCode, Json<admin::reviewers::AddedReviewer>), HttpError> {
-    let who = operator(&state, client, &headers).await?;
     let new: admin::reviewers::NewReviewer = json(body).await?;
     let done = admin::reviewers::add(&state.store, &who, &new.name, crate::clock::now()).await?;
     Ok((StatusCode::CREATED, Json(done)))
@@ -431,11 +412,9 @@ async fn add_reviewer(
 )]
 async fn revoke_reviewer(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
+    Authenticated(who): Authenticated,
     Path(name): Path<String>,
 ) -> Result<Json<ReviewerRevoked>, HttpError> {
-    let who = operator(&state, client, &headers).await?;
     admin::reviewers::revoke(&state.store, &who, &name, crate::clock::now()).await?;
     Ok(Json(ReviewerRevoked {
         name,
@@ -455,10 +434,8 @@ async fn revoke_reviewer(
 )]
 async fn mirror_status(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
+    _: Authenticated,
 ) -> Result<Json<admin::mirror::Images>, HttpError> {
-    operator(&state, client, &headers).await?;
     Ok(Json(admin::mirror::status(&state.store).await?))
 }
 
@@ -475,11 +452,9 @@ async fn mirror_status(
 )]
 async fn mirror_retry(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
+    Authenticated(who): Authenticated,
     body: axum::body::Body,
 ) -> Result<Json<admin::mirror::Retried>, HttpError> {
-    let who = operator(&state, client, &headers).await?;
     // An empty body retries every failed image.
     let bytes = read(body).await?;
     let request: admin::mirror::RetryRequest = if bytes.is_empty() {
@@ -493,7 +468,6 @@ async fn mirror_retry(
 
 /// Reads `serve --curation FILE` again on the replica that answers (each replica
 /// reads its own copy of the file).
-/// Reads `serve --curation FILE` again on the replica that answers.
 #[utoipa::path(
     post,
     path = "/api/v1/admin/curation/reload",
@@ -505,10 +479,8 @@ async fn mirror_retry(
 )]
 async fn reload_curation(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
+    Authenticated(who): Authenticated,
 ) -> Result<Json<crate::catalog::curation::Reloaded>, HttpError> {
-    let who = operator(&state, client, &headers).await?;
     let done = state.curation.reload()?;
     tracing::info!(operator = %who, file = %done.file, categories = done.categories, featured = done.featured, "curation reloaded");
     Ok(Json(done))
@@ -526,10 +498,8 @@ async fn reload_curation(
 )]
 async fn signed_index(
     State(state): State<AppState>,
-    client: ClientAddr,
-    headers: HeaderMap,
+    _: Authenticated,
 ) -> Result<Json<admin::index::IndexStatus>, HttpError> {
-    operator(&state, client, &headers).await?;
     Ok(Json(
         admin::index::status(&state.store, crate::clock::now()).await?,
     ))

@@ -65,14 +65,9 @@ pub fn run(args: OperatorArgs) -> anyhow::Result<()> {
                         );
                     }
                     for o in list {
-                        let state = match o.revoked_at {
-                            Some(at) => format!("revoked {}", crate::clock::rfc3339(at)),
-                            None => "active".to_owned(),
-                        };
                         println!(
-                            "{}\t{state}\tsince {}",
-                            o.name,
-                            crate::clock::rfc3339(o.created_at)
+                            "{}",
+                            super::reviewer::token_holder(&o.name, o.created_at, o.revoked_at)
                         );
                     }
                 }

@@ -85,15 +85,7 @@ async fn command(
                 println!("no reviewers; add one with `marketplace reviewer add NAME`");
             }
             for r in list {
-                let state = match r.revoked_at {
-                    Some(at) => format!("revoked {}", crate::clock::rfc3339(at)),
-                    None => "active".to_owned(),
-                };
-                println!(
-                    "{}\t{state}\tsince {}",
-                    r.name,
-                    crate::clock::rfc3339(r.created_at)
-                );
+                println!("{}", token_holder(&r.name, r.created_at, r.revoked_at));
             }
         }
         ReviewerCommand::Revoke { name } => {
@@ -118,4 +110,17 @@ async fn command(
 #[derive(serde::Deserialize)]
 struct Items {
     items: Vec<reviewers::ReviewerStatus>,
+}
+
+/// A reviewer or operator as their lists print one: name, active or when revoked, and
+/// since when.
+pub(super) fn token_holder(name: &str, created_at: i64, revoked_at: Option<i64>) -> String {
+    let state = match revoked_at {
+        Some(at) => format!("revoked {}", crate::clock::rfc3339(at)),
+        None => "active".to_owned(),
+    };
+    format!(
+        "{name}\t{state}\tsince {}",
+        crate::clock::rfc3339(created_at)
+    )
 }

@@ -308,6 +308,23 @@ pub fn mirror_cli(data: &Path, args: &[&str]) -> (bool, String) {
     )
 }
 
+/// The entry of `mirror status --json` (`all`) for `image` (`HOST/PATH@DIGEST`).
+pub fn image_entry(all: &serde_json::Value, image: &str) -> Option<serde_json::Value> {
+    all["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| {
+            format!(
+                "{}/{}@{}",
+                i["host"].as_str().unwrap(),
+                i["repository"].as_str().unwrap(),
+                i["digest"].as_str().unwrap()
+            ) == image
+        })
+        .cloned()
+}
+
 /// Waits until `mirror status` shows `image` with `status`, and returns its entry.
 pub async fn until_status(data: &Path, image: &str, status: &str) -> serde_json::Value {
     let started = Instant::now();
@@ -315,20 +332,7 @@ pub async fn until_status(data: &Path, image: &str, status: &str) -> serde_json:
         let (ok, out) = mirror_cli(data, &["status", "--json"]);
         assert!(ok, "{out}");
         let all: serde_json::Value = serde_json::from_str(&out).unwrap();
-        let found = all["images"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|i| {
-                format!(
-                    "{}/{}@{}",
-                    i["host"].as_str().unwrap(),
-                    i["repository"].as_str().unwrap(),
-                    i["digest"].as_str().unwrap()
-                ) == image
-            })
-            .cloned();
-        if let Some(entry) = found.filter(|e| e["status"] == status) {
+        if let Some(entry) = image_entry(&all, image).filter(|e| e["status"] == status) {
             return entry;
         }
         assert!(

@@ -52,19 +52,7 @@ async fn over_tls_with_credentials_a_missing_image_fails_clearly_and_arrives_on_
     assert!(ok, "{listed}");
     let listed: serde_json::Value =
         serde_json::from_str(listed.lines().next().unwrap_or_default()).unwrap();
-    let entry = listed["images"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| {
-            format!(
-                "{}/{}@{}",
-                i["host"].as_str().unwrap(),
-                i["repository"].as_str().unwrap(),
-                i["digest"].as_str().unwrap()
-            ) == image
-        })
-        .cloned()
+    let entry = common::publishing::image_entry(&listed, &image)
         .unwrap_or_else(|| panic!("{image} not in {listed}"));
     assert_eq!(entry["status"], "failed");
     assert_eq!(entry["lastError"], failed["lastError"]);
